@@ -1,0 +1,173 @@
+"""The contract between a session actor and the thing that runs agent turns.
+
+A :class:`Runtime` runs turns of one session. The actor owns the session; the runtime reads it
+and reports back through the :class:`TurnIO` it is handed for each turn, so the actor stays the
+only writer of session state and of the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from greenroom.domain import ErrorItem, Event, Message, MessagePart, Session
+
+ElicitationSink = Callable[[Event], None]
+"""Receives elicitation requests raised outside any run stream (sync: never blocks the runtime)."""
+
+ConfirmationKind = Literal[
+    "approve", "approve-balanced", "approve-autonomous", "approve-tool", "reject"
+]
+
+
+@attrs.frozen
+class QueuedMessage:
+    """A steer or follow-up message waiting for the runtime."""
+
+    content: str
+    multi_content: tuple[MessagePart, ...] = ()
+
+
+@attrs.frozen
+class ResumeRequest:
+    """The answer to a ``tool_call_confirmation``."""
+
+    type: ConfirmationKind
+    reason: str = ""
+    tool_name: str = ""
+
+
+@attrs.frozen
+class Command:
+    """A slash command of an agent; ``agent`` makes it an agent-switch command."""
+
+    description: str = ""
+    instruction: str = ""
+    agent: str = ""
+
+
+@attrs.frozen
+class CurrentAgent:
+    name: str
+    description: str = ""
+    commands: Mapping[str, Command] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ModelChoice:
+    name: str
+    ref: str
+    provider: str = ""
+    model: str = ""
+    is_default: bool = False
+    is_current: bool = False
+    is_custom: bool = False
+
+
+@attrs.frozen
+class QueueStatus:
+    steer_depth: int = 0
+    steer_capacity: int = 0
+    followup_depth: int = 0
+    followup_capacity: int = 0
+
+
+class TurnIO(Protocol):
+    """What a runtime may do during one turn. Every ``await`` here is cancellable."""
+
+    @property
+    def session(self) -> Session:
+        """The live session as it is now (history included)."""
+
+    async def emit(self, event: Event) -> None:
+        """Deliver ``event`` to the run stream and the session's event log."""
+
+    async def add_message(self, message: Message) -> Message:
+        """Append ``message`` to the history and persist it; returns it with its store id."""
+
+    async def add_error(self, error: ErrorItem) -> None:
+        """Record a run failure in the history."""
+
+    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
+        """Add a model call's token usage to the session's totals."""
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """Runs the turns of one session (server-built or attached by an embedder)."""
+
+    async def run_stream(self, io: TurnIO) -> None:
+        """Run one turn (plus queued follow-ups) until done; must stop promptly when cancelled."""
+
+    async def steer(self, message: QueuedMessage) -> None:
+        """Inject ``message`` into the running turn. Raises QueueFull when the queue is full."""
+
+    async def follow_up(self, message: QueuedMessage) -> None:
+        """Queue ``message`` for the end of the turn. Raises QueueFull when the queue is full."""
+
+    async def resume(self, request: ResumeRequest) -> None:
+        """Answer a pending tool confirmation."""
+
+    async def resume_elicitation(
+        self, action: str, content: Mapping[str, Any] | None, elicitation_id: str = ""
+    ) -> None:
+        """Answer a pending elicitation (the one with ``elicitation_id``, or the only one)."""
+
+    def on_elicitation_request(self, sink: ElicitationSink | None) -> None:
+        """Register (or clear with None) the sink for out-of-stream elicitation requests."""
+
+    def current_agent(self) -> CurrentAgent: ...
+
+    async def set_current_agent(self, name: str) -> None: ...
+
+    def supports_model_switching(self) -> bool: ...
+
+    async def set_agent_model(self, agent: str, ref: str) -> None:
+        """Switch ``agent`` to model ``ref`` ("" restores its default)."""
+
+    async def available_models(self) -> list[ModelChoice]: ...
+
+    def queue_status(self) -> QueueStatus: ...
+
+    async def aclose(self) -> None: ...
+
+
+RecallHandler = Callable[[QueuedMessage], Awaitable[bool]]
+
+
+class SupportsRecall(Protocol):
+    """Optional capability: the runtime calls back when a background job wants attention."""
+
+    def set_recall_handler(self, handler: RecallHandler | None) -> None: ...
+
+
+def mirrors_elicitation(runtime: object) -> bool:
+    """Whether ``runtime`` delivers elicitations through the sink *and* on its run stream."""
+    return bool(getattr(runtime, "mirrors_elicitation_on_run_stream", False))
+
+
+def supports_recall(runtime: object) -> bool:
+    return callable(getattr(runtime, "set_recall_handler", None))
+
+
+class TitleGenerator(Protocol):
+    async def generate(self, user_messages: list[str]) -> str:
+        """A one-line title (<= 50 characters) for a conversation starting with these messages."""
+
+
+@attrs.frozen
+class BuiltRuntime:
+    runtime: Runtime
+    title_generator: TitleGenerator | None = None
+
+
+class RuntimeFactory(Protocol):
+    """Builds server-owned runtimes from agent sources (agent files)."""
+
+    async def build(self, source: str, agent_name: str, session: Session) -> BuiltRuntime:
+        """Build a runtime for ``session`` from agent source ``source``.
+
+        Raises AgentNotFound (unknown source or agent) or AgentSourceUnavailable.
+        """

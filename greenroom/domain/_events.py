@@ -1,0 +1,203 @@
+"""The runtime event union, tagged on ``"type"`` on the wire.
+
+Only the events greenroom produces or inspects get a class. Anything else a runtime emits is a
+:class:`RawEvent` and passes through untouched, so a newer runtime's events reach clients as-is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import attrs
+
+from ._types import ToolCall
+
+
+@attrs.frozen
+class UserMessage:
+    message: str
+    session_id: str = ""
+    session_position: int = -1
+
+
+@attrs.frozen
+class StreamStarted:
+    session_id: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class StreamStopped:
+    session_id: str = ""
+    agent_name: str = ""
+    reason: str = "normal"
+
+
+@attrs.frozen
+class AgentChoice:
+    content: str
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class AgentChoiceReasoning:
+    content: str
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class ToolCallEvent:
+    tool_call: ToolCall
+    tool_definition: Any = None
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class ToolCallConfirmation:
+    tool_call: ToolCall
+    tool_definition: Any = None
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class ToolCallResponse:
+    tool_call_id: str
+    response: str
+    tool_definition: Any = None
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class ElicitationRequest:
+    message: str
+    elicitation_id: str = ""
+    mode: str = ""
+    schema: Any = None
+    url: str = ""
+    session_id: str = ""
+    meta: Any = None
+
+
+@attrs.frozen
+class TokenUsageInfo:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    context_length: int = 0
+    context_limit: int = 0
+    cost: float = 0.0
+
+
+@attrs.frozen
+class TokenUsage:
+    usage: TokenUsageInfo
+    session_id: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class SessionTitle:
+    session_id: str
+    title: str
+
+
+@attrs.frozen
+class ErrorEvent:
+    error: str
+    code: str = ""
+    session_id: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class Warning:
+    message: str
+    agent_name: str = ""
+
+
+@attrs.frozen
+class MaxIterationsReached:
+    max_iterations: int
+    session_id: str = ""
+
+
+@attrs.frozen
+class AgentInfo:
+    agent_name: str
+    model: str = ""
+    description: str = ""
+    welcome_message: str = ""
+
+
+@attrs.frozen
+class Gap:
+    """Control event: the resume point was evicted from the log; re-snapshot. Has no seq."""
+
+
+@attrs.frozen
+class SessionExited:
+    """Terminal, sequenced event of a session's event log."""
+
+    reason: str = "session ended"
+
+
+@attrs.frozen
+class RawEvent:
+    """An event greenroom has no class for: ``data`` is the whole JSON object, ``type`` included."""
+
+    type: str
+    data: Any
+
+
+Event: TypeAlias = (
+    UserMessage
+    | StreamStarted
+    | StreamStopped
+    | AgentChoice
+    | AgentChoiceReasoning
+    | ToolCallEvent
+    | ToolCallConfirmation
+    | ToolCallResponse
+    | ElicitationRequest
+    | TokenUsage
+    | SessionTitle
+    | ErrorEvent
+    | Warning
+    | MaxIterationsReached
+    | AgentInfo
+    | Gap
+    | SessionExited
+    | RawEvent
+)
+
+EVENT_TAGS: dict[type[Any], str] = {
+    UserMessage: "user_message",
+    StreamStarted: "stream_started",
+    StreamStopped: "stream_stopped",
+    AgentChoice: "agent_choice",
+    AgentChoiceReasoning: "agent_choice_reasoning",
+    ToolCallEvent: "tool_call",
+    ToolCallConfirmation: "tool_call_confirmation",
+    ToolCallResponse: "tool_call_response",
+    ElicitationRequest: "elicitation_request",
+    TokenUsage: "token_usage",
+    SessionTitle: "session_title",
+    ErrorEvent: "error",
+    Warning: "warning",
+    MaxIterationsReached: "max_iterations_reached",
+    AgentInfo: "agent_info",
+    Gap: "gap",
+    SessionExited: "session_exited",
+}
+TAGGED_EVENTS: dict[str, type[Any]] = {tag: cls for cls, tag in EVENT_TAGS.items()}
+
+
+def event_type(event: Event) -> str:
+    """The wire ``type`` of ``event``."""
+    if isinstance(event, RawEvent):
+        return event.type
+    return EVENT_TAGS[type(event)]

@@ -1,0 +1,283 @@
+"""The strict JSON converter: domain values to and from JSON-ready Python objects.
+
+Strict means no silent coercion: ``1`` is not a string, ``"false"`` is not a bool, ``1.9`` is not
+an int, and unknown keys are rejected. Every failure becomes one :class:`InvalidRequest` whose
+message and ``path`` name the first bad field the way clients write it: ``$.messages[0].role``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.errors import AttributeValidationNote, ClassValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.preconf.json import make_converter
+
+from greenroom.errors import InvalidRequest
+
+from ._events import TAGGED_EVENTS, Event, RawEvent, event_type
+from ._types import (
+    ROLES,
+    ChatMessage,
+    ErrorItem,
+    ImageURL,
+    Item,
+    Message,
+    MessagePart,
+    Role,
+    Session,
+    SessionSummary,
+    SubSession,
+    Summary,
+    ToolCall,
+    Usage,
+)
+
+T = TypeVar("T")
+
+__all__ = [
+    "converter",
+    "event_from_json",
+    "event_to_json",
+    "format_datetime",
+    "item_from_json",
+    "item_to_json",
+    "parse",
+    "parse_datetime",
+    "to_json",
+]
+
+
+def _type_name(value: object) -> str:
+    return {dict: "object", list: "array", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _strict_str(value: object, _: type) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected string, got {_type_name(value)}")
+
+
+def _strict_int(value: object, _: type) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"expected integer, got {_type_name(value)}")
+
+
+def _strict_float(value: object, _: type) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"expected number, got {_type_name(value)}")
+
+
+def _strict_bool(value: object, _: type) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"expected boolean, got {_type_name(value)}")
+
+
+def parse_datetime(value: object, _: object = None) -> dt.datetime:
+    """An RFC 3339 timestamp with an explicit offset ("Z" or "+hh:mm")."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected RFC 3339 string, got {_type_name(value)}")
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"invalid RFC 3339 timestamp {value!r}") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no UTC offset")
+    return parsed
+
+
+def format_datetime(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _wrap_note(exc: Exception, key: str, cls: type) -> ClassValidationError:
+    """Re-raise ``exc`` as if it came from attribute ``key`` of ``cls`` (keeps error paths)."""
+    exc.add_note(AttributeValidationNote(f"Structuring {cls.__name__} @ {key}", key, cls))
+    return ClassValidationError(f"While structuring {cls.__name__}", [exc], cls)
+
+
+def _renaming_paths(
+    fn: Callable[[Any, Any], T], renames: dict[str, str]
+) -> Callable[[Any, Any], T]:
+    """Make errors of renamed attributes report the wire key, not the Python name."""
+
+    def structure(value: Any, cls: Any) -> T:
+        try:
+            return fn(value, cls)
+        except ClassValidationError as group:
+            for exc in group.exceptions:
+                notes = getattr(exc, "__notes__", [])
+                for i, note in enumerate(notes):
+                    if isinstance(note, AttributeValidationNote) and note.name in renames:
+                        key = renames[note.name]
+                        notes[i] = AttributeValidationNote(
+                            note.replace(note.name, key), key, note.type
+                        )
+            raise
+
+    return structure
+
+
+converter = make_converter(forbid_extra_keys=True)
+converter.register_structure_hook(str, _strict_str)
+converter.register_structure_hook(int, _strict_int)
+converter.register_structure_hook(float, _strict_float)
+converter.register_structure_hook(bool, _strict_bool)
+converter.register_structure_hook(dt.datetime, parse_datetime)
+converter.register_unstructure_hook(dt.datetime, format_datetime)
+converter.register_structure_hook(Any, lambda value, _: value)
+
+
+def _role(value: object, _: object) -> str:
+    role = _strict_str(value, str)
+    if role not in ROLES:
+        raise ValueError(f"expected one of {', '.join(ROLES)}, got {role!r}")
+    return role
+
+
+converter.register_structure_hook_func(lambda t: t == Role, _role)
+
+
+def _register(cls: type[Any], *, omit_if_default: bool, **overrides: Any) -> None:
+    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
+        cls, converter, _cattrs_forbid_extra_keys=True, **overrides
+    )
+    renames = {name: o.rename for name, o in overrides.items() if o.rename}
+    if renames:
+        structure = _renaming_paths(structure, renames)
+    converter.register_structure_hook(cls, structure)
+    converter.register_unstructure_hook(
+        cls,
+        make_dict_unstructure_fn(
+            cls, converter, _cattrs_omit_if_default=omit_if_default, **overrides
+        ),
+    )
+
+
+# Chat-level values are small and frequent (every token event): omit empty fields.
+for _cls in (ChatMessage, Message, MessagePart, ImageURL, ToolCall, Summary, ErrorItem):
+    _register(_cls, omit_if_default=True)
+_register(Usage, omit_if_default=False)
+_register(SessionSummary, omit_if_default=False)
+
+
+# --- history items: {"message": ...} | {"sub_session": ...} | {"summary": ...} | {"error": ...}
+
+
+def item_from_json(value: object, _: object = None) -> Item:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected object, got {_type_name(value)}")
+    kinds = [k for k in ("message", "sub_session", "summary", "error") if k in value]
+    if len(kinds) != 1:
+        raise ValueError("an item needs exactly one of message, sub_session, summary, error")
+    kind = kinds[0]
+    try:
+        if kind == "message":
+            _only_keys(value, {"message"})
+            return converter.structure(value["message"], Message)
+        if kind == "sub_session":
+            _only_keys(value, {"sub_session"})
+            return SubSession(converter.structure(value["sub_session"], Session))
+        if kind == "error":
+            _only_keys(value, {"error"})
+            return converter.structure(value["error"], ErrorItem)
+    except Exception as exc:
+        raise _wrap_note(exc, kind, SubSession) from None
+    return converter.structure(value, Summary)
+
+
+def _only_keys(value: Mapping[str, object], allowed: set[str]) -> None:
+    extra = sorted(set(value) - allowed)
+    if extra:
+        raise ValueError(f"unexpected keys next to the item's kind: {', '.join(extra)}")
+
+
+def item_to_json(item: Item) -> dict[str, Any]:
+    match item:
+        case Message():
+            return {"message": converter.unstructure(item, Message)}
+        case SubSession(session=sub):
+            return {"sub_session": converter.unstructure(sub, Session)}
+        case ErrorItem():
+            return {"error": converter.unstructure(item, ErrorItem)}
+        case Summary():
+            return converter.unstructure(item, Summary)  # type: ignore[no-any-return]
+    raise TypeError(f"not a history item: {item!r}")
+
+
+converter.register_structure_hook_func(lambda t: t == Item, item_from_json)
+converter.register_unstructure_hook_func(lambda t: t == Item, item_to_json)
+# Sessions always carry every field; ``items`` is "messages" on the wire, ``parent_id`` internal.
+_register(
+    Session, omit_if_default=False, items=override(rename="messages"), parent_id=override(omit=True)
+)
+
+
+# --- events ------------------------------------------------------------------------------
+
+
+def event_from_json(value: object) -> Event:
+    """Parse a runtime event. Unknown types, and known types this version cannot read, become
+    :class:`RawEvent` so nothing a runtime says is lost."""
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"expected event object, got {_type_name(value)}")
+    tag = value.get("type")
+    if not isinstance(tag, str):
+        raise InvalidRequest("event has no string 'type'", path="$.type")
+    cls = TAGGED_EVENTS.get(tag)
+    if cls is not None:
+        body = {k: v for k, v in value.items() if k != "type"}
+        try:
+            return converter.structure(body, cls)  # type: ignore[no-any-return]
+        except Exception:
+            pass
+    return RawEvent(tag, dict(value))
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    if isinstance(event, RawEvent):
+        return dict(event.data)
+    body: dict[str, Any] = {"type": event_type(event)}
+    body.update(converter.unstructure(event, type(event)))
+    return body
+
+
+for _cls in TAGGED_EVENTS.values():
+    _register(_cls, omit_if_default=True)
+
+
+# --- the edge ---------------------------------------------------------------------------
+
+
+def _format_leaf(exc: BaseException, _type: type | None) -> str:
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown field(s): {', '.join(sorted(exc.extra_fields))}"
+    return str(exc.args[0]) if exc.args else type(exc).__name__
+
+
+def parse(value: object, cls: type[T] | Any, *, root: str = "$") -> T:
+    """Structure ``value`` as ``cls`` or raise :class:`InvalidRequest` naming the first bad path."""
+    try:
+        return converter.structure(value, cls)  # type: ignore[no-any-return]
+    except InvalidRequest:
+        raise
+    except Exception as exc:
+        messages = cattrs.transform_error(exc, path=root, format_exception=_format_leaf)
+        first = messages[0] if messages else f"invalid value @ {root}"
+        text, _, path = first.rpartition(" @ ")
+        raise InvalidRequest(f"{path}: {text}", path=path) from None
+
+
+def to_json(value: object, cls: type[Any] | Any = None) -> Any:
+    """Unstructure ``value`` (as ``cls`` when given) into JSON-ready Python objects."""
+    return converter.unstructure(value, cls)

@@ -1,0 +1,266 @@
+"""The one exception tree of greenroom.
+
+Every error a client can see is a :class:`GreenroomError`. Each class carries the HTTP status and
+the stable machine ``code`` the transports put on the wire, so the mapping to REST statuses and
+WebSocket error frames happens in exactly one place: here.
+
+::
+
+    GreenroomError                       500 internal_error
+    ├── InvalidRequest                   400 invalid_request   (.path names the bad field)
+    │   ├── InvalidMessageId             400 invalid_message_id
+    │   ├── ForkOutOfRange               400 fork_out_of_range
+    │   ├── ForkInSubSession             400 fork_in_sub_session
+    │   └── InvalidWorkingDir            400 invalid_working_dir
+    ├── Unauthorized                     401 unauthorized
+    ├── NotFound                         404 not_found
+    │   ├── SessionNotFound              404 session_not_found
+    │   ├── MessageNotFound              404 message_not_found
+    │   └── AgentNotFound                404 agent_not_found
+    ├── SessionBusy                      409 session_busy
+    ├── SessionNotRunning                409 session_not_running
+    ├── NoPendingRequest                 409 no_pending_request
+    ├── PayloadTooLarge                  413 payload_too_large
+    ├── ModelSwitchingNotSupported       422 model_switching_not_supported
+    ├── QueueFull                        429 queue_full          (.retry_after seconds)
+    ├── AgentSourceUnavailable           502 agent_source_unavailable
+    ├── ModelError                       502 model_error         (a model call failed)
+    │   ├── ModelKeyMissing              502 missing_api_key
+    │   ├── ModelRateLimited             502 rate_limited        (retries exhausted)
+    │   ├── ModelTimeout                 502 model_timeout
+    │   └── ModelStreamMalformed         502 malformed_stream
+    ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
+    ├── ShuttingDown                     503 shutting_down
+    └── StoreError                       500 store_error
+        └── DatabaseError                500 database_error      (opening a database failed)
+            ├── NotADatabase             the file is not a greenroom SQLite database
+            ├── NewerDatabase            written by a newer greenroom schema
+            ├── DatabaseReadOnly         cannot write the file or its directory
+            └── DatabaseInUse            another greenroom process holds the file
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AgentNotFound",
+    "AgentSourceUnavailable",
+    "DatabaseError",
+    "DatabaseInUse",
+    "DatabaseReadOnly",
+    "ForkInSubSession",
+    "ForkOutOfRange",
+    "GreenroomError",
+    "InvalidMessageId",
+    "InvalidRequest",
+    "InvalidWorkingDir",
+    "MessageNotFound",
+    "ModelError",
+    "ModelKeyMissing",
+    "ModelRateLimited",
+    "ModelStreamMalformed",
+    "ModelSwitchingNotSupported",
+    "ModelTimeout",
+    "NewerDatabase",
+    "NoPendingRequest",
+    "NotADatabase",
+    "NotFound",
+    "PayloadTooLarge",
+    "QueueFull",
+    "SessionBusy",
+    "SessionGone",
+    "SessionNotFound",
+    "SessionNotRunning",
+    "ShuttingDown",
+    "StoreError",
+    "Unauthorized",
+]
+
+
+class GreenroomError(Exception):
+    """Base of every error greenroom reports to a client."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+    default_message: ClassVar[str] = "internal error"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or self.default_message
+        super().__init__(self.message)
+
+
+class InvalidRequest(GreenroomError):
+    """The request is malformed; ``path`` names the offending field (``$.messages[0].role``)."""
+
+    status = 400
+    code = "invalid_request"
+    default_message = "invalid request"
+
+    def __init__(self, message: str | None = None, *, path: str = "$") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class InvalidMessageId(InvalidRequest):
+    code = "invalid_message_id"
+    default_message = "invalid message ID"
+
+
+class ForkOutOfRange(InvalidRequest):
+    code = "fork_out_of_range"
+    default_message = "fork user-message index out of range"
+
+
+class ForkInSubSession(InvalidRequest):
+    code = "fork_in_sub_session"
+    default_message = "fork user-message index falls inside a sub-session"
+
+
+class InvalidWorkingDir(InvalidRequest):
+    code = "invalid_working_dir"
+    default_message = "invalid working directory"
+
+
+class Unauthorized(GreenroomError):
+    status = 401
+    code = "unauthorized"
+    default_message = "missing Authorization header"
+
+
+class NotFound(GreenroomError):
+    status = 404
+    code = "not_found"
+    default_message = "not found"
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+    default_message = "session not found"
+
+    def __init__(self, session_id: str = "", message: str | None = None) -> None:
+        super().__init__(message or (f"session not found: {session_id}" if session_id else None))
+        self.session_id = session_id
+
+
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+    default_message = "message not found"
+
+
+class AgentNotFound(NotFound):
+    code = "agent_not_found"
+    default_message = "agent source not found"
+
+
+class SessionBusy(GreenroomError):
+    status = 409
+    code = "session_busy"
+    default_message = "session is already processing a request"
+
+
+class SessionNotRunning(GreenroomError):
+    status = 409
+    code = "session_not_running"
+    default_message = "session not found or not running"
+
+
+class NoPendingRequest(GreenroomError):
+    status = 409
+    code = "no_pending_request"
+    default_message = "no request in progress"
+
+
+class PayloadTooLarge(GreenroomError):
+    status = 413
+    code = "payload_too_large"
+    default_message = "request body too large"
+
+
+class ModelSwitchingNotSupported(GreenroomError):
+    status = 422
+    code = "model_switching_not_supported"
+    default_message = "model switching not supported by this runtime"
+
+
+class QueueFull(GreenroomError):
+    status = 429
+    code = "queue_full"
+    default_message = "queue full"
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AgentSourceUnavailable(GreenroomError):
+    status = 502
+    code = "agent_source_unavailable"
+    default_message = "agent source unavailable"
+
+
+class ModelError(GreenroomError):
+    """A model call failed; the turn ends with an ``error`` event carrying ``code``."""
+
+    status = 502
+    code = "model_error"
+    default_message = "model call failed"
+
+
+class ModelKeyMissing(ModelError):
+    code = "missing_api_key"
+    default_message = "the model's API key is not set"
+
+
+class ModelRateLimited(ModelError):
+    code = "rate_limited"
+    default_message = "the model provider kept rate-limiting the request"
+
+
+class ModelTimeout(ModelError):
+    code = "model_timeout"
+    default_message = "the model did not answer in time"
+
+
+class ModelStreamMalformed(ModelError):
+    code = "malformed_stream"
+    default_message = "the model's stream was malformed or cut short"
+
+
+class SessionGone(GreenroomError):
+    status = 503
+    code = "session_gone"
+    default_message = "session actor stopped before answering; retry"
+
+
+class ShuttingDown(GreenroomError):
+    status = 503
+    code = "shutting_down"
+    default_message = "server is shutting down"
+
+
+class StoreError(GreenroomError):
+    code = "store_error"
+    default_message = "session store error"
+
+
+class DatabaseError(StoreError):
+    """Opening or migrating a database failed; the message names the file and what to do."""
+
+    code = "database_error"
+
+
+class NotADatabase(DatabaseError):
+    code = "not_a_database"
+
+
+class NewerDatabase(DatabaseError):
+    code = "newer_database"
+
+
+class DatabaseReadOnly(DatabaseError):
+    code = "database_read_only"
+
+
+class DatabaseInUse(DatabaseError):
+    code = "database_in_use"

@@ -1,0 +1,122 @@
+"""The row converter: domain values to and from SQLite rows (JSON text for nested values)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from greenroom.domain import (
+    ErrorItem,
+    Item,
+    Message,
+    Permissions,
+    Session,
+    SubSession,
+    Summary,
+    format_datetime,
+    parse,
+    parse_datetime,
+    to_json,
+)
+
+SESSION_COLUMNS = (
+    "id",
+    "parent_id",
+    "created_at",
+    "title",
+    "tools_approved",
+    "safety_policy",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "working_dir",
+    "permissions",
+    "max_iterations",
+    "max_tool_result_tokens",
+    "agent_model_overrides",
+    "custom_models_used",
+    "starred",
+    "attributes",
+)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def session_to_row(session: Session) -> tuple[Any, ...]:
+    permissions = (
+        None if session.permissions is None else dumps(to_json(session.permissions, Permissions))
+    )
+    return (
+        session.id,
+        session.parent_id or None,
+        format_datetime(session.created_at),
+        session.title,
+        int(session.tools_approved),
+        session.safety_policy,
+        session.input_tokens,
+        session.output_tokens,
+        session.cost,
+        session.working_dir,
+        permissions,
+        session.max_iterations,
+        session.max_tool_result_tokens,
+        dumps(dict(session.agent_model_overrides)),
+        dumps(list(session.custom_models_used)),
+        int(session.starred),
+        dumps(dict(session.attributes)),
+    )
+
+
+def row_to_session(row: sqlite3.Row, items: tuple[Item, ...]) -> Session:
+    permissions = row["permissions"]
+    return Session(
+        id=row["id"],
+        parent_id=row["parent_id"] or "",
+        created_at=parse_datetime(row["created_at"]),
+        title=row["title"],
+        items=items,
+        tools_approved=bool(row["tools_approved"]),
+        safety_policy=row["safety_policy"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cost=row["cost"],
+        working_dir=row["working_dir"],
+        permissions=None if permissions is None else parse(json.loads(permissions), Permissions),
+        max_iterations=row["max_iterations"],
+        max_tool_result_tokens=row["max_tool_result_tokens"],
+        agent_model_overrides=json.loads(row["agent_model_overrides"]),
+        custom_models_used=json.loads(row["custom_models_used"]),
+        starred=bool(row["starred"]),
+        attributes=json.loads(row["attributes"]),
+    )
+
+
+def item_to_row(item: Item) -> tuple[str, str | None, str]:
+    """(kind, role, body JSON) of a history item; a sub-session's body is empty."""
+    match item:
+        case Message():
+            body = to_json(item, Message)
+            body.pop("id", None)
+            return "message", item.role, dumps(body)
+        case SubSession():
+            return "sub_session", None, "{}"
+        case Summary():
+            return "summary", None, dumps(to_json(item, Summary))
+        case ErrorItem():
+            return "error", None, dumps(to_json(item, ErrorItem))
+    raise TypeError(f"not a history item: {item!r}")
+
+
+def row_to_item(kind: str, body: str, row_id: int) -> Message | Summary | ErrorItem:
+    data = json.loads(body)
+    if kind == "message":
+        message: Message = parse(data, Message)
+        return Message(message.message, message.agent_name, message.implicit, row_id)
+    if kind == "summary":
+        return parse(data, Summary)
+    if kind == "error":
+        return parse(data, ErrorItem)
+    raise ValueError(f"unknown item kind {kind!r}")

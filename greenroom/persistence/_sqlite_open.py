@@ -1,0 +1,181 @@
+"""Opening a greenroom SQLite file: the process lock, pragmas, numbered migrations, and clear
+errors (naming the file and what to do) for every way that can go wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import re
+import sqlite3
+from importlib import resources
+from pathlib import Path
+
+from greenroom.errors import (
+    DatabaseError,
+    DatabaseInUse,
+    DatabaseReadOnly,
+    NewerDatabase,
+    NotADatabase,
+)
+
+# "grm1" — marks a file as a greenroom database, so another application's database is refused.
+APPLICATION_ID = 0x67726D31
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every bundled migration, in order; versions are 1, 2, 3, ..."""
+    found = []
+    for entry in resources.files("greenroom.persistence.migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text()))
+    found.sort()
+    if [v for v, _, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError("bundled migrations are not numbered 1..N")
+    return found
+
+
+def acquire_process_lock(path: Path) -> int:
+    """Hold an exclusive lock on ``<db>.lock`` for the life of the store (one server per file)."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:
+        raise DatabaseReadOnly(
+            f"cannot create {lock_path}: the directory is not writable; "
+            "fix its permissions or choose another --db path"
+        ) from None
+    except FileNotFoundError:
+        raise DatabaseError(
+            f"cannot open {path}: directory {path.parent} does not exist; create it first"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise DatabaseInUse(
+            f"{path} is in use by another greenroom process (pid {holder}); "
+            "stop that server or pass another --db path"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def release_process_lock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with greenroom's pragmas. Used from one thread at a time."""
+    if readonly:
+        conn = sqlite3.connect(
+            f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def open_writer(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate ``path``; returns the writer connection."""
+    try:
+        conn = connect(path)
+    except sqlite3.OperationalError as exc:
+        raise _explain(path, exc) from None
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _check_identity(path, conn)
+        _migrate(path, conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise _explain(path, exc) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _explain(path: Path, exc: sqlite3.Error) -> DatabaseError:
+    text = str(exc)
+    if "not a database" in text or "malformed" in text or "encrypted" in text:
+        return NotADatabase(
+            f"{path} is not a usable SQLite database ({text}); move it away or choose "
+            "another --db path"
+        )
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return DatabaseReadOnly(
+            f"cannot write {path} ({text}); check the permissions of the file and its "
+            "directory, or choose another --db path"
+        )
+    return DatabaseError(f"cannot open {path}: {text}")
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {r[0] for r in rows if not r[0].startswith("sqlite_")}
+
+
+def _check_identity(path: Path, conn: sqlite3.Connection) -> None:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0 or _tables(conn):
+        raise NotADatabase(
+            f"{path} is an SQLite database of another application, not greenroom's; "
+            "choose another --db path"
+        )
+
+
+def _migrate(path: Path, conn: sqlite3.Connection) -> None:
+    known = migrations()
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    newest = max(applied, default=0)
+    if newest > len(known):
+        raise NewerDatabase(
+            f"{path} was written by a newer greenroom (schema {newest}, this version knows "
+            f"{len(known)}); upgrade greenroom or choose another --db path"
+        )
+    for version, name, sql in known:
+        if version in applied:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, dt.datetime.now(dt.UTC).isoformat()),
+            )
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _statements(sql: str) -> list[str]:
+    # Split a migration file into statements (sqlite3.complete_statement knows where one ends).
+    statements, current = [], ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip() and not current.strip().startswith("--"):
+        statements.append(current.strip())
+    return statements

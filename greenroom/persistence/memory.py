@@ -1,0 +1,195 @@
+"""An in-memory session store: the reference implementation of the :class:`Store` contract.
+
+Values are frozen all the way down, so handing out a stored value is handing out a copy: no
+caller can change what another caller or the store sees.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+
+from greenroom.domain import (
+    ErrorItem,
+    Item,
+    Message,
+    Permissions,
+    Session,
+    SessionSummary,
+    SubSession,
+    Summary,
+    visible_messages,
+)
+from greenroom.errors import InvalidRequest, MessageNotFound, SessionNotFound, StoreError
+
+_METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
+
+
+class MemoryStore:
+    """Sessions in a dict; message ids from one counter, as a database would give them."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def _get(self, session_id: str) -> Session:
+        if self._closed:
+            raise StoreError("store is closed")
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise SessionNotFound(session_id) from None
+
+    def _with_ids(self, items: tuple[Item, ...], parent_id: str) -> tuple[Item, ...]:
+        out: list[Item] = []
+        for item in items:
+            if isinstance(item, Message):
+                item = attrs.evolve(item, id=next(self._ids))
+            elif isinstance(item, SubSession):
+                sub = attrs.evolve(item.session, parent_id=parent_id)
+                sub = attrs.evolve(sub, items=self._with_ids(sub.items, sub.id))
+                item = SubSession(sub)
+            out.append(item)
+        return tuple(out)
+
+    async def add_session(self, session: Session) -> Session:
+        if not session.id:
+            raise InvalidRequest("session id is empty", path="$.id")
+        self._get_closed_check()
+        if session.id in self._sessions:
+            raise StoreError(f"session already exists: {session.id}")
+        stored = attrs.evolve(session, items=self._with_ids(session.items, session.id))
+        self._sessions[session.id] = stored
+        return stored
+
+    def _get_closed_check(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    async def get_session(self, session_id: str) -> Session:
+        return self._resolve(self._get(session_id))
+
+    def _resolve(self, session: Session) -> Session:
+        # Sub-sessions live as sessions of their own; show their current history.
+        if not any(isinstance(item, SubSession) for item in session.items):
+            return session
+        items = tuple(
+            SubSession(self._resolve(self._sessions[item.session.id]))
+            if isinstance(item, SubSession) and item.session.id in self._sessions
+            else item
+            for item in session.items
+            if not isinstance(item, SubSession) or item.session.id in self._sessions
+        )
+        return attrs.evolve(session, items=items)
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        self._get_closed_check()
+        roots = [s for s in self._sessions.values() if not s.parent_id]
+        roots.sort(key=lambda s: s.created_at, reverse=True)
+        return [
+            SessionSummary(
+                id=s.id,
+                title=s.title,
+                created_at=s.created_at,
+                num_messages=sum(1 for _ in visible_messages(s.items)),
+                input_tokens=s.input_tokens,
+                output_tokens=s.output_tokens,
+                working_dir=s.working_dir,
+            )
+            for s in roots
+        ]
+
+    async def update_session(self, session: Session) -> None:
+        current = self._sessions.get(session.id)
+        self._get_closed_check()
+        if current is None:
+            await self.add_session(attrs.evolve(session, items=()))
+            return
+        fields = {
+            f.name: getattr(session, f.name)
+            for f in attrs.fields(Session)
+            if f.name not in _METADATA_EXCLUDED
+        }
+        self._sessions[session.id] = attrs.evolve(current, **fields)
+
+    async def delete_session(self, session_id: str) -> None:
+        session = self._get(session_id)
+        for item in session.items:
+            if isinstance(item, SubSession) and item.session.id in self._sessions:
+                await self.delete_session(item.session.id)
+        del self._sessions[session_id]
+
+    def _append(self, session_id: str, item: Item) -> None:
+        session = self._get(session_id)
+        self._sessions[session_id] = session.with_item(item)
+
+    async def add_message(self, session_id: str, message: Message) -> int:
+        self._get(session_id)
+        message_id = next(self._ids)
+        self._append(session_id, attrs.evolve(message, id=message_id))
+        return message_id
+
+    async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
+        session = self._get(session_id)
+        for index, item in enumerate(session.items):
+            if isinstance(item, Message) and item.id == message_id:
+                items = list(session.items)
+                items[index] = attrs.evolve(message, id=message_id)
+                self._sessions[session_id] = attrs.evolve(session, items=tuple(items))
+                return
+        raise MessageNotFound(f"message {message_id} not found in session {session_id}")
+
+    async def add_error(self, session_id: str, error: ErrorItem) -> None:
+        self._append(session_id, error)
+
+    async def add_summary(self, session_id: str, summary: Summary) -> None:
+        self._append(session_id, summary)
+
+    async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
+        self._get(parent_id)
+        sub = attrs.evolve(sub_session, parent_id=parent_id)
+        stored = await self.add_session(sub)
+        self._append(parent_id, SubSession(stored))
+
+    async def _evolve(self, session_id: str, **changes: object) -> None:
+        self._sessions[session_id] = attrs.evolve(self._get(session_id), **changes)  # type: ignore[arg-type]
+
+    async def update_title(self, session_id: str, title: str) -> None:
+        await self._evolve(session_id, title=title)
+
+    async def update_permissions(self, session_id: str, permissions: Permissions | None) -> None:
+        await self._evolve(session_id, permissions=permissions)
+
+    async def update_tokens(
+        self, session_id: str, input_tokens: int, output_tokens: int, cost: float
+    ) -> None:
+        await self._evolve(
+            session_id, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost
+        )
+
+    async def set_starred(self, session_id: str, starred: bool) -> None:
+        await self._evolve(session_id, starred=starred)
+
+    async def titles(self) -> list[str]:
+        self._get_closed_check()
+        return [s.title for s in self._sessions.values()]
+
+    async def count_sessions(self) -> int:
+        self._get_closed_check()
+        return sum(1 for s in self._sessions.values() if not s.parent_id)
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+
+@asynccontextmanager
+async def open_memory_store() -> AsyncIterator[MemoryStore]:
+    store = MemoryStore()
+    try:
+        yield store
+    finally:
+        await store.aclose()

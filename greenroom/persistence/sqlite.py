@@ -1,0 +1,425 @@
+"""The SQLite session store: one writer task with group commit, readers on their own connections.
+
+Writes are jobs (a function of the writer connection). The writer task takes every job queued
+while the previous transaction was committing and runs them all in one transaction, each inside
+its own savepoint so one failing job fails alone. One thread hop and one fsync-free WAL commit
+then serve a whole batch: with many producers, throughput is bounded by SQLite, not by the hop.
+A job's caller gets its result only after the commit, so an acknowledged write survives a crash
+of the process (WAL with ``synchronous=NORMAL``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import outcome
+import trio
+
+from greenroom.domain import (
+    ErrorItem,
+    Item,
+    Message,
+    Permissions,
+    Session,
+    SessionSummary,
+    SubSession,
+    Summary,
+    parse_datetime,
+    to_json,
+)
+from greenroom.errors import (
+    GreenroomError,
+    MessageNotFound,
+    SessionNotFound,
+    StoreError,
+)
+
+from . import _rows
+from ._sqlite_open import acquire_process_lock, connect, open_writer, release_process_lock
+
+T = TypeVar("T")
+
+# Jobs waiting for the writer. When full, producers wait: that is the store's backpressure.
+_QUEUE_SIZE = 4096
+# The most jobs one transaction takes, so one commit never grows without bound.
+_MAX_BATCH = 2048
+_READERS = 4
+
+
+@attrs.frozen
+class _Job:
+    fn: Callable[[sqlite3.Connection], Any]
+    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+
+
+class SqliteStore:
+    """A :class:`~greenroom.persistence.Store` on one SQLite file. Use :func:`open_sqlite_store`."""
+
+    def __init__(self, path: Path, writer: sqlite3.Connection) -> None:
+        self.path = path
+        self._writer = writer
+        self._jobs_send, self._jobs_recv = trio.open_memory_channel[_Job](_QUEUE_SIZE)
+        self._readers: list[sqlite3.Connection] = []
+        self._read_limiter = trio.CapacityLimiter(_READERS)
+        self._closed = False
+        self.batches = 0  # committed transactions, for benchmarks and tests
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        send, recv = trio.open_memory_channel[outcome.Outcome[T]](1)
+        try:
+            await self._jobs_send.send(_Job(fn, send))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise StoreError(f"store {self.path} is closed") from None
+        async with recv:
+            try:
+                result = await recv.receive()
+            except trio.EndOfChannel:
+                raise StoreError(f"store {self.path} stopped before committing") from None
+        return result.unwrap()
+
+    async def _writer_loop(self) -> None:
+        async with self._jobs_recv:
+            try:
+                await self._write_batches()
+            finally:
+                # Cancelled: whoever still waits learns the store stopped (no caller hangs).
+                while True:
+                    try:
+                        self._jobs_recv.receive_nowait().reply.close()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+
+    async def _write_batches(self) -> None:
+        async for first in self._jobs_recv:
+            batch = [first]
+            while len(batch) < _MAX_BATCH:
+                try:
+                    batch.append(self._jobs_recv.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            results = await trio.to_thread.run_sync(self._commit, batch)
+            self.batches += 1
+            for job, result in zip(batch, results, strict=True):
+                # A cancelled caller closed its end; the write is committed all the same.
+                with job.reply, contextlib.suppress(trio.BrokenResourceError):
+                    job.reply.send_nowait(result)
+
+    def _commit(self, batch: list[_Job]) -> list[outcome.Outcome[Any]]:
+        # Runs in a worker thread; the writer connection is only ever used here, one batch at a
+        # time, so it never needs a lock.
+        conn = self._writer
+        results: list[outcome.Outcome[Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    results.append(outcome.Value(job.fn(conn)))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO job")
+                    results.append(outcome.Error(_translate(self.path, exc)))
+                conn.execute("RELEASE job")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = StoreError(f"commit to {self.path} failed: {exc}")
+            return [outcome.Error(error) for _ in batch]
+        return results
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError(f"store {self.path} is closed")
+        async with self._read_limiter:
+            spare = self._readers.pop() if self._readers else None
+            conn, result = await trio.to_thread.run_sync(self._run_read, spare, fn)
+            self._readers.append(conn)
+        return result.unwrap()
+
+    def _run_read(
+        self, conn: sqlite3.Connection | None, fn: Callable[[sqlite3.Connection], T]
+    ) -> tuple[sqlite3.Connection, outcome.Outcome[T]]:
+        # Runs in a worker thread with a connection no other thread holds right now.
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+        try:
+            return conn, outcome.Value(fn(conn))
+        except GreenroomError as exc:
+            return conn, outcome.Error(exc)
+        except sqlite3.Error as exc:
+            return conn, outcome.Error(StoreError(f"reading {self.path} failed: {exc}"))
+
+    def _shutdown(self) -> None:
+        # Closing the queue lets the writer commit what is queued, then stop.
+        self._closed = True
+        self._jobs_send.close()
+
+    def _close_connections(self) -> None:
+        for conn in self._readers:
+            conn.close()
+        self._readers.clear()
+        self._writer.close()
+
+    # --- the Store contract ----------------------------------------------------------------
+
+    async def add_session(self, session: Session) -> Session:
+        return await self._write(lambda conn: _insert_session(conn, session))
+
+    async def get_session(self, session_id: str) -> Session:
+        return await self._read(lambda conn: _load_session(conn, session_id))
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        return await self._read(_list_sessions)
+
+    async def update_session(self, session: Session) -> None:
+        await self._write(lambda conn: _upsert_metadata(conn, session))
+
+    async def delete_session(self, session_id: str) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+        await self._write(delete)
+
+    async def add_message(self, session_id: str, message: Message) -> int:
+        return await self._write(lambda conn: _append_item(conn, session_id, message))
+
+    async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
+        _, role, body = _rows.item_to_row(message)
+
+        def update(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "UPDATE items SET role = ?, body = ? WHERE id = ? AND session_id = ?"
+                " AND kind = 'message'",
+                (role, body, message_id, session_id),
+            )
+            if cursor.rowcount == 0:
+                _require_session(conn, session_id)
+                raise MessageNotFound(f"message {message_id} not found in session {session_id}")
+
+        await self._write(update)
+
+    async def add_error(self, session_id: str, error: ErrorItem) -> None:
+        await self._write(lambda conn: _append_item(conn, session_id, error))
+
+    async def add_summary(self, session_id: str, summary: Summary) -> None:
+        await self._write(lambda conn: _append_item(conn, session_id, summary))
+
+    async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
+        def add(conn: sqlite3.Connection) -> None:
+            _require_session(conn, parent_id)
+            _append_item(conn, parent_id, SubSession(sub_session))
+
+        await self._write(add)
+
+    async def _set(self, session_id: str, assignments: str, values: tuple[Any, ...]) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            sql = f"UPDATE sessions SET {assignments} WHERE id = ?"
+            if conn.execute(sql, (*values, session_id)).rowcount == 0:
+                raise SessionNotFound(session_id)
+
+        await self._write(update)
+
+    async def update_title(self, session_id: str, title: str) -> None:
+        await self._set(session_id, "title = ?", (title,))
+
+    async def update_permissions(self, session_id: str, permissions: Permissions | None) -> None:
+        text = None if permissions is None else _rows.dumps(to_json(permissions, Permissions))
+        await self._set(session_id, "permissions = ?", (text,))
+
+    async def update_tokens(
+        self, session_id: str, input_tokens: int, output_tokens: int, cost: float
+    ) -> None:
+        await self._set(
+            session_id,
+            "input_tokens = ?, output_tokens = ?, cost = ?",
+            (input_tokens, output_tokens, cost),
+        )
+
+    async def set_starred(self, session_id: str, starred: bool) -> None:
+        await self._set(session_id, "starred = ?", (int(starred),))
+
+    async def titles(self) -> list[str]:
+        return await self._read(
+            lambda conn: [r[0] for r in conn.execute("SELECT title FROM sessions")]
+        )
+
+    async def count_sessions(self) -> int:
+        return await self._read(
+            lambda conn: int(
+                conn.execute("SELECT COUNT(*) FROM sessions WHERE parent_id IS NULL").fetchone()[0]
+            )
+        )
+
+    async def aclose(self) -> None:
+        self._shutdown()
+        await trio.lowlevel.checkpoint()
+
+
+def _translate(path: Path, exc: Exception) -> Exception:
+    if isinstance(exc, GreenroomError):
+        return exc
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreError(f"constraint failed in {path}: {exc}")
+    if isinstance(exc, sqlite3.Error):
+        return StoreError(f"writing {path} failed: {exc}")
+    return exc
+
+
+# --- queries (run in worker threads) ------------------------------------------------------
+
+
+def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+
+
+_INSERT_SESSION = (
+    f"INSERT INTO sessions ({', '.join(_rows.SESSION_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _rows.SESSION_COLUMNS)})"
+)
+_UPDATABLE = [c for c in _rows.SESSION_COLUMNS if c not in ("id", "parent_id", "created_at")]
+_UPSERT_METADATA = (
+    _INSERT_SESSION
+    + " ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _UPDATABLE)
+)
+
+
+def _insert_session(conn: sqlite3.Connection, session: Session) -> Session:
+    if not session.id:
+        raise StoreError("session id is empty")
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
+        raise StoreError(f"session already exists: {session.id}")
+    conn.execute(_INSERT_SESSION, _rows.session_to_row(session))
+    items: list[Item] = []
+    for position, item in enumerate(session.items):
+        items.append(_insert_item(conn, session.id, position, item))
+    return attrs.evolve(session, items=tuple(items))
+
+
+def _insert_item(conn: sqlite3.Connection, session_id: str, position: int, item: Item) -> Item:
+    sub_id = None
+    if isinstance(item, SubSession):
+        sub = _insert_session(conn, attrs.evolve(item.session, parent_id=session_id))
+        sub_id = sub.id
+        item = SubSession(sub)
+    kind, role, body = _rows.item_to_row(item)
+    cursor = conn.execute(
+        "INSERT INTO items (session_id, position, kind, role, body, sub_session_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, position, kind, role, body, sub_id),
+    )
+    if isinstance(item, Message):
+        return attrs.evolve(item, id=int(cursor.lastrowid or 0))
+    return item
+
+
+def _append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM items WHERE session_id = ?)"
+        " FROM sessions WHERE id = ?",
+        (session_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    stored = _insert_item(conn, session_id, row[0], item)
+    return stored.id if isinstance(stored, Message) else 0
+
+
+def _upsert_metadata(conn: sqlite3.Connection, session: Session) -> None:
+    conn.execute(_UPSERT_METADATA, _rows.session_to_row(session))
+
+
+def _load_session(conn: sqlite3.Connection, session_id: str) -> Session:
+    row = conn.execute(
+        f"SELECT {', '.join(_rows.SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    items: list[Item] = []
+    for item_id, kind, body, sub_id in conn.execute(
+        "SELECT id, kind, body, sub_session_id FROM items WHERE session_id = ? ORDER BY position",
+        (session_id,),
+    ).fetchall():
+        if kind == "sub_session":
+            if sub_id is None:
+                continue  # the sub-session row is gone: skip the dangling reference
+            try:
+                items.append(SubSession(_load_session(conn, sub_id)))
+            except SessionNotFound:
+                continue
+        else:
+            items.append(_rows.row_to_item(kind, body, item_id))
+    return _rows.row_to_session(row, tuple(items))
+
+
+_COUNT_VISIBLE = """
+WITH RECURSIVE tree(root, id) AS (
+    SELECT id, id FROM sessions WHERE parent_id IS NULL
+    UNION ALL
+    SELECT tree.root, sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id
+)
+SELECT tree.root, COUNT(items.id) FROM tree
+JOIN items ON items.session_id = tree.id AND items.kind = 'message' AND items.role != 'system'
+GROUP BY tree.root
+"""
+
+
+def _list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
+    counts = dict(conn.execute(_COUNT_VISIBLE).fetchall())
+    rows = conn.execute(
+        "SELECT id, title, created_at, input_tokens, output_tokens, working_dir FROM sessions"
+        " WHERE parent_id IS NULL ORDER BY created_at DESC, rowid DESC"
+    ).fetchall()
+    return [
+        SessionSummary(
+            id=r["id"],
+            title=r["title"],
+            created_at=parse_datetime(r["created_at"]),
+            num_messages=counts.get(r["id"], 0),
+            input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"],
+            working_dir=r["working_dir"],
+        )
+        for r in rows
+    ]
+
+
+@asynccontextmanager
+async def open_sqlite_store(path: str | Path) -> AsyncIterator[SqliteStore]:
+    """Open (creating and migrating) the store at ``path`` for the duration of the block.
+
+    Raises a :class:`~greenroom.errors.DatabaseError` subclass naming the file and what to do
+    when the file is not a greenroom database, was written by a newer schema, cannot be
+    written, or is held by another greenroom process.
+    """
+    path = await trio.to_thread.run_sync(lambda: Path(path).expanduser().absolute())
+    lock = await trio.to_thread.run_sync(acquire_process_lock, path)
+    try:
+        writer = await trio.to_thread.run_sync(open_writer, path)
+        store = SqliteStore(path, writer)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(store._writer_loop)
+                try:
+                    yield store
+                finally:
+                    store._shutdown()
+        finally:
+            store._close_connections()
+    finally:
+        release_process_lock(lock)
+
+
+__all__ = ["SqliteStore", "open_sqlite_store"]
