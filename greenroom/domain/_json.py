@@ -7,12 +7,20 @@ message and ``path`` name the first bad field the way clients write it: ``$.mess
 
 from __future__ import annotations
 
+import collections.abc
 import datetime as dt
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
-from cattrs.errors import AttributeValidationNote, ClassValidationError
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    IterableValidationError,
+    IterableValidationNote,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import make_converter
 
@@ -23,10 +31,12 @@ from ._types import (
     ROLES,
     ChatMessage,
     ErrorItem,
+    FunctionCall,
     ImageURL,
     Item,
     Message,
     MessagePart,
+    Permissions,
     Role,
     Session,
     SessionSummary,
@@ -146,7 +156,16 @@ def _role(value: object, _: object) -> str:
 converter.register_structure_hook_func(lambda t: t == Role, _role)
 
 
-def _register(cls: type[Any], *, omit_if_default: bool, **overrides: Any) -> None:
+def _empty_default(field: attrs.Attribute[Any]) -> bool:
+    default = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return False
+    return default is None or default in ("", (), 0)
+
+
+def _register(cls: type[Any], *, omit_empty: bool, **overrides: Any) -> None:
+    """Generate strict hooks for ``cls``; with ``omit_empty`` fields left at an empty default
+    ("", None, (), False, 0) are left out of the JSON, as upstream's ``omitempty`` does."""
     structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
         cls, converter, _cattrs_forbid_extra_keys=True, **overrides
     )
@@ -154,19 +173,96 @@ def _register(cls: type[Any], *, omit_if_default: bool, **overrides: Any) -> Non
     if renames:
         structure = _renaming_paths(structure, renames)
     converter.register_structure_hook(cls, structure)
+    unstructure_overrides = dict(overrides)
+    if omit_empty:
+        for field in attrs.fields(cls):
+            if field.name not in unstructure_overrides and _empty_default(field):
+                unstructure_overrides[field.name] = override(omit_if_default=True)
     converter.register_unstructure_hook(
-        cls,
-        make_dict_unstructure_fn(
-            cls, converter, _cattrs_omit_if_default=omit_if_default, **overrides
-        ),
+        cls, make_dict_unstructure_fn(cls, converter, **unstructure_overrides)
     )
 
 
-# Chat-level values are small and frequent (every token event): omit empty fields.
-for _cls in (ChatMessage, Message, MessagePart, ImageURL, ToolCall, Summary, ErrorItem):
-    _register(_cls, omit_if_default=True)
-_register(Usage, omit_if_default=False)
-_register(SessionSummary, omit_if_default=False)
+def _sequence_hook(seq_type: Any) -> Callable[[Any, Any], Any]:
+    """Arrays only (a string is not a list of characters); element errors keep their index."""
+    args = getattr(seq_type, "__args__", (Any,))
+    element = args[0]
+    handler = converter.get_structure_hook(element)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, list):
+            raise TypeError(f"expected array, got {_type_name(value)}")
+        out, errors = [], []
+        for index, entry in enumerate(value):
+            try:
+                out.append(handler(entry, element))
+            except Exception as exc:  # collected and re-raised with its index
+                exc.add_note(IterableValidationNote(f"@ index {index}", index, element))
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("While structuring an array", errors, seq_type)
+        return tuple(out)
+
+    return structure
+
+
+def _mapping_hook(map_type: Any) -> Callable[[Any, Any], Any]:
+    """Objects of string values only; a bad value's path names its key."""
+    value_type = getattr(map_type, "__args__", (str, Any))[1]
+    handler = converter.get_structure_hook(value_type)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected object, got {_type_name(value)}")
+        out, errors = {}, []
+        for key, entry in value.items():
+            try:
+                out[key] = handler(entry, value_type)
+            except Exception as exc:  # collected and re-raised with its key
+                exc.add_note(AttributeValidationNote(f"@ key {key}", key, value_type))
+                errors.append(exc)
+        if errors:
+            raise ClassValidationError("While structuring an object", errors, dict)
+        return out
+
+    return structure
+
+
+def _is_tuple_of(t: Any) -> bool:
+    return (
+        typing.get_origin(t) is tuple
+        and len(typing.get_args(t)) == 2
+        and (typing.get_args(t)[1] is Ellipsis)
+    )
+
+
+def _is_list(t: Any) -> bool:
+    return typing.get_origin(t) is list
+
+
+def _is_mapping(t: Any) -> bool:
+    return typing.get_origin(t) in (dict, collections.abc.Mapping)
+
+
+converter.register_structure_hook_factory(_is_tuple_of, _sequence_hook)
+converter.register_structure_hook_factory(_is_list, _sequence_hook)
+converter.register_structure_hook_factory(_is_mapping, _mapping_hook)
+
+# Leaves first: a class's generated hook captures the hooks of its fields when it is made.
+for _cls in (
+    ImageURL,
+    MessagePart,
+    FunctionCall,
+    ToolCall,
+    ChatMessage,
+    Message,
+    Summary,
+    ErrorItem,
+):
+    _register(_cls, omit_empty=True)
+_register(Usage, omit_empty=False)
+_register(Permissions, omit_empty=False)
+_register(SessionSummary, omit_empty=False)
 
 
 # --- history items: {"message": ...} | {"sub_session": ...} | {"summary": ...} | {"error": ...}
@@ -217,7 +313,7 @@ converter.register_structure_hook_func(lambda t: t == Item, item_from_json)
 converter.register_unstructure_hook_func(lambda t: t == Item, item_to_json)
 # Sessions always carry every field; ``items`` is "messages" on the wire, ``parent_id`` internal.
 _register(
-    Session, omit_if_default=False, items=override(rename="messages"), parent_id=override(omit=True)
+    Session, omit_empty=False, items=override(rename="messages"), parent_id=override(omit=True)
 )
 
 
@@ -251,7 +347,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
 
 
 for _cls in TAGGED_EVENTS.values():
-    _register(_cls, omit_if_default=True)
+    _register(_cls, omit_empty=True)
 
 
 # --- the edge ---------------------------------------------------------------------------

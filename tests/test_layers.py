@@ -1,0 +1,68 @@
+"""The dependency rule, checked on the source.
+
+transport -> actors -> (agents | persistence) -> domain.
+
+Nothing imports transport except serve.py and cli.py; agents and persistence never import each
+other; domain imports no other greenroom layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "greenroom"
+LAYERS = ("domain", "persistence", "agents", "actors", "transport")
+
+# layer -> layers it must not import
+FORBIDDEN = {
+    "domain": {"persistence", "agents", "actors", "transport"},
+    "persistence": {"agents", "actors", "transport"},
+    "agents": {"persistence", "actors", "transport"},
+    "actors": {"transport"},
+    "transport": set(),
+}
+
+
+def imported_layers(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "greenroom" and len(parts) > 1 and parts[1] in LAYERS:
+                found.add(parts[1])
+    return found
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layer_imports_follow_the_rule(layer: str) -> None:
+    offenders = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        bad = imported_layers(path) & FORBIDDEN[layer]
+        if bad:
+            offenders.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    assert offenders == []
+
+
+def test_only_the_entry_points_import_transport() -> None:
+    allowed = {"serve.py", "cli.py"}
+    offenders = [
+        path.name
+        for path in PACKAGE.glob("*.py")
+        if path.name not in allowed and "transport" in imported_layers(path)
+    ]
+    assert offenders == []
+
+
+def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from greenroom.transport import app\nimport greenroom.actors.registry\n")
+    assert imported_layers(bad) == {"transport", "actors"}
