@@ -11,7 +11,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── InvalidMessageId             400 invalid_message_id
     │   ├── ForkOutOfRange               400 fork_out_of_range
     │   ├── ForkInSubSession             400 fork_in_sub_session
-    │   └── InvalidWorkingDir            400 invalid_working_dir
+    │   ├── InvalidWorkingDir            400 invalid_working_dir
+    │   └── AgentConfigError             400 invalid_agent_config (``file:line: path: problem``)
     ├── Unauthorized                     401 unauthorized
     ├── NotFound                         404 not_found
     │   ├── SessionNotFound              404 session_not_found
@@ -44,8 +45,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "AgentConfigError",
     "AgentNotFound",
     "AgentSourceUnavailable",
+    "AgentSwitchFailed",
     "DatabaseError",
     "DatabaseInUse",
     "DatabaseReadOnly",
@@ -120,6 +123,22 @@ class ForkInSubSession(InvalidRequest):
 class InvalidWorkingDir(InvalidRequest):
     code = "invalid_working_dir"
     default_message = "invalid working directory"
+
+
+class AgentConfigError(InvalidRequest):
+    """An agent file failed to load; ``problems`` holds one ``file:line: path: what`` per fault."""
+
+    code = "invalid_agent_config"
+    default_message = "invalid agent file"
+
+    def __init__(self, problems: list[str] | tuple[str, ...], *, path: str = "$") -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems) or None, path=path)
+
+
+class AgentSwitchFailed(InvalidRequest):
+    code = "agent_switch_failed"
+    default_message = "switching agent failed"
 
 
 class Unauthorized(GreenroomError):

@@ -70,6 +70,15 @@ from ._events import (
 from ._events import (
     event_type as event_type,
 )
+from ._export import (
+    all_errors as all_errors,
+)
+from ._export import (
+    batch_export as batch_export,
+)
+from ._export import (
+    recovery_export as recovery_export,
+)
 from ._history import (
     branch as branch,
 )

@@ -1,0 +1,250 @@
+"""Commands a session actor takes from its mailbox, and the values it answers with.
+
+Commands are imperative nouns; each has exactly one ``_handle_*`` method on the actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from greenroom.agents import QueuedMessage, ResumeRequest, Runtime
+from greenroom.domain import ChatMessage, Message, Permissions, Session, Summary
+
+from ._eventlog import LogEntry
+
+FollowUpInjector = Callable[[str], Awaitable[None]]
+DisconnectPolicy = Literal["cancel", "continue"]
+
+
+# --- results -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SessionSnapshot:
+    """The session as its actor holds it, plus live state, for resync."""
+
+    session: Session
+    streaming: bool
+    agent: str
+    last_event_seq: int
+
+
+@attrs.frozen
+class SessionStatus:
+    id: str
+    title: str
+    streaming: bool
+    agent: str
+    input_tokens: int
+    output_tokens: int
+    num_messages: int
+
+
+@attrs.frozen
+class FollowUpResult:
+    streaming: bool
+    duplicate: bool
+
+    @property
+    def status(self) -> str:
+        if self.duplicate:
+            return "duplicate"
+        return "queued_streaming" if self.streaming else "queued_idle"
+
+
+@attrs.frozen
+class QueueDepth:
+    steer_depth: int
+    steer_capacity: int
+    followup_depth: int
+    followup_capacity: int
+
+
+class RunStream:
+    """The events of one turn as the caller sees them. Iterate with ``async for``; closing it
+    early cancels the turn unless it was started with ``on_disconnect="continue"``."""
+
+    def __init__(
+        self,
+        receive: trio.MemoryReceiveChannel[LogEntry],
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._receive = receive
+        self._on_close = on_close
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> LogEntry:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """Stop reading: the turn is cancelled unless it was asked to outlive its stream."""
+        self._receive.close()
+        if self._on_close is not None:
+            self._on_close()
+
+
+@attrs.define(eq=False)
+class GuardTicket:
+    """A queued request for the streaming guard of an attached runtime."""
+
+    granted: trio.Event = attrs.field(factory=trio.Event)
+    abandoned: bool = False
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Snapshot:
+    pass
+
+
+@attrs.frozen
+class Status:
+    pass
+
+
+@attrs.frozen
+class RunTurn:
+    source: str
+    agent_name: str
+    messages: tuple[ChatMessage, ...]
+    model: str = ""
+    on_disconnect: DisconnectPolicy = "cancel"
+
+
+@attrs.frozen
+class Steer:
+    messages: tuple[QueuedMessage, ...]
+
+
+@attrs.frozen
+class FollowUp:
+    messages: tuple[QueuedMessage, ...]
+    idempotency_key: str = ""
+
+
+@attrs.frozen
+class Resume:
+    request: ResumeRequest
+
+
+@attrs.frozen
+class AnswerElicitation:
+    action: str
+    content: Mapping[str, Any] | None
+    elicitation_id: str = ""
+
+
+@attrs.frozen
+class AddMessage:
+    message: Message
+
+
+@attrs.frozen
+class UpdateMessage:
+    message_id: str
+    message: Message
+
+
+@attrs.frozen
+class AddSummary:
+    summary: Summary
+
+
+@attrs.frozen
+class SetTitle:
+    title: str
+
+
+@attrs.frozen
+class SetPermissions:
+    permissions: Permissions | None
+
+
+@attrs.frozen
+class SetTokens:
+    input_tokens: int
+    output_tokens: int
+    cost: float | None = None
+
+
+@attrs.frozen
+class SetStarred:
+    starred: bool
+
+
+@attrs.frozen
+class SetSafetyPolicy:
+    policy: str
+
+
+@attrs.frozen
+class ToggleToolApproval:
+    pass
+
+
+@attrs.frozen
+class Delete:
+    pass
+
+
+@attrs.frozen
+class AttachRuntime:
+    runtime: Runtime
+    done: trio.Event
+
+
+@attrs.frozen
+class AcquireGuard:
+    ticket: GuardTicket
+
+
+@attrs.frozen
+class RegisterInjector:
+    injector: FollowUpInjector | None
+
+
+@attrs.frozen
+class Recall:
+    message: QueuedMessage
+
+
+@attrs.frozen
+class GetQueueDepth:
+    pass
+
+
+@attrs.frozen
+class ListModels:
+    pass
+
+
+@attrs.frozen
+class SetModel:
+    agent: str
+    ref: str
+
+
+@attrs.frozen
+class Stop:
+    """Persist and stop (registry shutdown)."""

@@ -1,0 +1,165 @@
+"""A session's event log: sequence numbers, a bounded replay ring, bounded subscribers.
+
+Everything here is synchronous, so each method runs atomically in trio: ``subscribe`` takes the
+backlog and registers the listener in one step, which is why every event reaches a subscriber
+exactly once and in order. The producer never waits: a subscriber whose buffer is full is
+dropped (its stream ends without ``session_exited`` and the client resumes with its last seq).
+Each event is serialised to JSON once and the bytes are shared by every consumer.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import trio
+
+from greenroom.domain import Event, Gap, SessionExited, event_to_json
+
+DEFAULT_CAPACITY = 1024
+DEFAULT_SUBSCRIBER_BUFFER = 1024
+
+
+@attrs.frozen
+class LogEntry:
+    """One delivered event: ``seq`` is 0 for control events that are not in the log (gap)."""
+
+    seq: int
+    event: Event
+    data: bytes  # the event's JSON, encoded once
+
+    @classmethod
+    def of(cls, seq: int, event: Event) -> LogEntry:
+        text = json.dumps(event_to_json(event), separators=(",", ":"), ensure_ascii=False)
+        return cls(seq, event, text.encode())
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+GAP = LogEntry.of(0, Gap())
+
+
+class Subscription:
+    """A listener: the backlog it joined with, then live entries until the log closes or drops
+    it. Iterate it with ``async for``; ``close()`` (or ``with``) unregisters it."""
+
+    def __init__(self, log: EventLog, backlog: list[LogEntry], buffer: int) -> None:
+        self._log = log
+        self._backlog = collections.deque(backlog)
+        self._send, self._recv = trio.open_memory_channel[LogEntry](buffer)
+        self.dropped = False
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._log._subscribers.discard(self)
+        self._send.close()
+        self._recv.close()
+
+    def _offer(self, entry: LogEntry) -> bool:
+        try:
+            self._send.send_nowait(entry)
+        except trio.WouldBlock:
+            self.dropped = True
+            self._send.close()
+            return False
+        except trio.ClosedResourceError:
+            return False
+        return True
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> LogEntry:
+        if self._backlog:
+            await trio.lowlevel.checkpoint()
+            return self._backlog.popleft()
+        try:
+            return await self._recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+
+class EventLog:
+    """The sequenced, replayable event stream of one session."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER,
+    ) -> None:
+        self.session_id = session_id
+        self._ring: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
+        self._subscriber_buffer = subscriber_buffer
+        self._subscribers: set[Subscription] = set()
+        self.last_seq = 0
+        self.closed = False
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def append(self, event: Event) -> LogEntry | None:
+        """Sequence ``event``, keep it for replay and offer it to every subscriber.
+
+        Returns the entry, or None when the log is closed (the event is dropped).
+        """
+        if self.closed:
+            return None
+        self.last_seq += 1
+        entry = LogEntry.of(self.last_seq, event)
+        self._ring.append(entry)
+        for subscriber in list(self._subscribers):
+            if not subscriber._offer(entry):
+                self._subscribers.discard(subscriber)
+        return entry
+
+    def close(self, reason: str = "session ended") -> None:
+        """Append the sequenced terminal ``session_exited`` and end every subscription."""
+        if self.closed:
+            return
+        self.append(SessionExited(reason))
+        self.closed = True
+        for subscriber in list(self._subscribers):
+            subscriber._send.close()
+        self._subscribers.clear()
+
+    def end_subscribers(self) -> None:
+        """End every subscription without ``session_exited`` (they may resume later)."""
+        for subscriber in list(self._subscribers):
+            subscriber._send.close()
+        self._subscribers.clear()
+
+    def backlog(self, since: int | None) -> Iterator[LogEntry]:
+        """Entries after ``since`` (all buffered ones when None), with a leading gap entry when
+        ``since`` is older than the ring or newer than the head (the log was restarted)."""
+        if since is None or not self._ring:
+            yield from self._ring
+            return
+        oldest = self._ring[0].seq
+        if since + 1 < oldest or since > self.last_seq:
+            yield GAP
+            yield from self._ring
+            return
+        for entry in self._ring:
+            if entry.seq > since:
+                yield entry
+
+    def subscribe(self, since: int | None = None) -> Subscription:
+        """Backlog after ``since`` plus every later event, registered atomically."""
+        subscription = Subscription(self, list(self.backlog(since)), self._subscriber_buffer)
+        if self.closed:
+            subscription._send.close()
+        else:
+            self._subscribers.add(subscription)
+        return subscription

@@ -1,0 +1,508 @@
+"""The registry: spawns session actors on demand, retires idle ones, holds event logs and the
+permanent tombstones of deleted sessions, and supervises actors one-for-one.
+
+It is not an actor: a plain object owned by one nursery. Its lookups are synchronous (atomic in
+trio); spawning is serialised per session id, so one session never has two actors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import attrs
+import outcome
+import trio
+
+from greenroom.agents import QueuedMessage, Runtime, RuntimeFactory
+from greenroom.domain import (
+    ErrorEvent,
+    Event,
+    Session,
+    SessionSummary,
+    branch,
+    next_fork_title,
+)
+from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
+from greenroom.persistence import Store
+
+from . import _commands as c
+from ._eventlog import EventLog, LogEntry, Subscription
+from ._session import Call, SessionActor
+
+log = logging.getLogger(__name__)
+
+EventSource = Callable[[Callable[[Event], None]], Awaitable[None]]
+"""An embedder's event stream: called with an ``append`` function, runs until it ends."""
+
+
+@attrs.frozen
+class RegistryConfig:
+    idle_timeout: float = 300.0  # an idle actor with no stream, guard or subscriber retires
+    mailbox_size: int = 64  # commands queued per actor before callers wait
+    stream_buffer: int = 64  # run-stream events buffered ahead of a slow client
+    log_capacity: int = 1024  # events kept for replay per session
+    subscriber_buffer: int = 1024  # events queued per /events subscriber before it is dropped
+    title_budget: float = 30.0
+    shutdown_grace: float = 5.0
+
+
+@attrs.define(eq=False)
+class _LogSlot:
+    log: EventLog
+    lazy: bool = True
+    pump: trio.CancelScope | None = None
+
+
+class Registry:
+    def __init__(
+        self,
+        store: Store,
+        factory: RuntimeFactory,
+        config: RegistryConfig,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.store = store
+        self.factory = factory
+        self.config = config
+        self._nursery = nursery
+        self._actors: dict[str, SessionActor] = {}
+        self._spawning: dict[str, trio.Event] = {}
+        self._stopped: dict[str, trio.Event] = {}
+        self._logs: dict[str, _LogSlot] = {}
+        self._tombstones: set[str] = set()
+        self._fork_lock = trio.Lock()
+        self.ready = trio.Event()
+
+    # --- actors --------------------------------------------------------------------------
+
+    def live_ids(self) -> list[str]:
+        return list(self._actors)
+
+    def is_deleted(self, session_id: str) -> bool:
+        return session_id in self._tombstones
+
+    async def _actor(self, session_id: str, *, initial: Session | None = None) -> SessionActor:
+        while True:
+            if session_id in self._tombstones:
+                raise SessionNotFound(session_id)
+            actor = self._actors.get(session_id)
+            if actor is not None:
+                return actor
+            pending = self._spawning.get(session_id)
+            if pending is not None:
+                await pending.wait()
+                continue
+            done = trio.Event()
+            self._spawning[session_id] = done
+            try:
+                session = initial or await self.store.get_session(session_id)
+                if session_id in self._tombstones:
+                    raise SessionNotFound(session_id)
+                started: SessionActor = await self._nursery.start(
+                    self._supervise, SessionActor(self, session)
+                )
+                self._actors[session_id] = started
+                return started
+            finally:
+                del self._spawning[session_id]
+                done.set()
+
+    async def _supervise(
+        self, actor: SessionActor, *, task_status: trio.TaskStatus[SessionActor]
+    ) -> None:
+        try:
+            await actor.run(task_status=task_status)
+        except Exception:
+            # One-for-one: this session's actor stops; the next request rebuilds it from the
+            # store. Its clients learn it from the event log.
+            log.exception("session actor %s crashed", actor.id)
+            self.append_event(
+                actor.id,
+                ErrorEvent(
+                    "session crashed; it restarts on the next request", "internal_error", actor.id
+                ),
+            )
+        finally:
+            if self._actors.get(actor.id) is actor:
+                del self._actors[actor.id]
+            stopped = self._stopped.pop(actor.id, None)
+            if stopped is not None:
+                stopped.set()
+
+    def retire(self, actor: SessionActor) -> None:
+        """Called by an idle actor as it leaves (synchronously, before its mailbox closes)."""
+        if self._actors.get(actor.id) is actor:
+            del self._actors[actor.id]
+        slot = self._logs.get(actor.id)
+        if slot is not None and not self.log_pinned(actor.id):
+            del self._logs[actor.id]
+
+    async def _call_actor(self, actor: SessionActor, request: Any) -> Any:
+        send, receive = trio.open_memory_channel[outcome.Outcome[Any]](1)
+        try:
+            await actor.mailbox.send(Call(request, send))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            send.close()
+            receive.close()
+            raise _Retired from None
+        async with receive:
+            try:
+                result = await receive.receive()
+            except trio.EndOfChannel:
+                if actor.deleted:
+                    raise SessionNotFound(actor.id) from None
+                raise SessionGone() from None
+        return result.unwrap()
+
+    async def call(self, session_id: str, request: Any) -> Any:
+        """Send ``request`` to the session's actor (spawning it) and return its answer."""
+        for _ in range(8):
+            actor = await self._actor(session_id)
+            try:
+                return await self._call_actor(actor, request)
+            except _Retired:
+                continue  # it retired between lookup and send: a fresh actor takes the call
+        raise SessionGone()
+
+    def session(self, session_id: str) -> SessionHandle:
+        return SessionHandle(self, session_id)
+
+    def mark_ready(self) -> None:
+        self.ready.set()
+
+    # --- registry-level operations ---------------------------------------------------------
+
+    async def create(self, session: Session) -> Session:
+        return await self.store.add_session(session)
+
+    async def get(self, session_id: str) -> Session:
+        """The live session (its actor's copy wins over the store's)."""
+        snapshot: c.SessionSnapshot = await self.call(session_id, c.Snapshot())
+        return snapshot.session
+
+    async def list_sessions(self) -> list[SessionSummary]:
+        return await self.store.list_sessions()
+
+    async def delete(self, session_id: str) -> None:
+        """Tombstone the session, cancel its turn and title, end its event log, delete it."""
+        stopped = self._stopped.setdefault(session_id, trio.Event())
+        try:
+            await self.call(session_id, c.Delete())
+        except BaseException:
+            if not stopped.is_set() and session_id not in self._tombstones:
+                self._stopped.pop(session_id, None)
+            raise
+
+    async def batch_delete(self, session_ids: list[str]) -> tuple[int, list[str]]:
+        deleted, failed = 0, []
+        for session_id in session_ids:
+            try:
+                await self.delete(session_id)
+            except GreenroomError:
+                failed.append(session_id)
+            else:
+                deleted += 1
+        return deleted, failed
+
+    async def wait_stopped(self, session_id: str) -> None:
+        """Until a deleted session's actor has stopped (its turn ended, its guard released)."""
+        stopped = self._stopped.get(session_id)
+        if stopped is not None:
+            await stopped.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def fork(self, parent_id: str, ordinal: int) -> Session:
+        """A new session with the parent's history before its ``ordinal``-th user message."""
+        parent = await self.get(parent_id)
+        async with self._fork_lock:  # one title counter for siblings and forks of forks
+            title = next_fork_title(parent.title, await self.store.titles())
+            return await self.store.add_session(branch(parent, ordinal, title=title))
+
+    async def export(self, session_ids: list[str]) -> list[Session]:
+        sessions = []
+        for session_id in session_ids:
+            try:
+                sessions.append(await self.get(session_id))
+            except SessionNotFound:
+                continue
+        return sessions
+
+    async def attach_runtime(
+        self, session_id: str, runtime: Runtime, session: Session | None = None
+    ) -> StreamGuard:
+        """Hand an embedder's runtime to the session; returns the guard the embedder holds
+        around each of its own turns (the same busy state runs and edits check)."""
+        if session is not None and session_id not in self._actors:
+            try:
+                await self.store.get_session(session_id)
+            except SessionNotFound:
+                session = await self.store.add_session(session)
+        actor = await self._actor(session_id, initial=session)
+        done = trio.Event()
+        await self._call_actor(actor, c.AttachRuntime(runtime, done))
+        return StreamGuard(self, session_id, done)
+
+    def recall_handler(self, session_id: str) -> Callable[[QueuedMessage], Awaitable[bool]]:
+        async def recall(message: QueuedMessage) -> bool:
+            try:
+                return bool(await self.call(session_id, c.Recall(message)))
+            except GreenroomError as exc:
+                log.info("recall of session %s not handled: %s", session_id, exc)
+                return False
+
+        return recall
+
+    # --- event logs ----------------------------------------------------------------------
+
+    def ensure_log(self, session_id: str) -> EventLog | None:
+        """The session's log, created lazily; None once the session is deleted."""
+        slot = self._logs.get(session_id)
+        if slot is not None:
+            return slot.log
+        if session_id in self._tombstones:
+            return None
+        log_ = EventLog(
+            session_id,
+            capacity=self.config.log_capacity,
+            subscriber_buffer=self.config.subscriber_buffer,
+        )
+        self._logs[session_id] = _LogSlot(log_)
+        return log_
+
+    def has_event_log(self, session_id: str) -> bool:
+        return session_id in self._logs
+
+    def last_event_seq(self, session_id: str) -> int:
+        slot = self._logs.get(session_id)
+        return slot.log.last_seq if slot is not None else 0
+
+    def append_event(self, session_id: str, event: Event) -> LogEntry | None:
+        """Append to the session's log (creating it); dropped for a deleted session."""
+        log_ = self.ensure_log(session_id)
+        return log_.append(event) if log_ is not None else None
+
+    def elicitation_sink(self, session_id: str) -> Callable[[Event], None]:
+        """The sink a server-built runtime reports out-of-stream elicitations to."""
+
+        def sink(event: Event) -> None:
+            self.append_event(session_id, event)
+
+        return sink
+
+    def drop_log(self, session_id: str) -> None:
+        """Tombstone ``session_id`` for good and end its log with ``session_exited``."""
+        self._tombstones.add(session_id)
+        slot = self._logs.pop(session_id, None)
+        if slot is not None:
+            if slot.pump is not None:
+                slot.pump.cancel(reason="session deleted")
+            slot.log.close()
+
+    def log_pinned(self, session_id: str) -> bool:
+        slot = self._logs.get(session_id)
+        return slot is not None and (slot.log.subscriber_count > 0 or slot.pump is not None)
+
+    def register_event_source(self, session_id: str, source: EventSource) -> None:
+        """Pump an embedder's events into the session's log (adopting a lazy log) until the
+        source ends or the session is deleted. A no-op for a deleted session."""
+        if session_id in self._tombstones:
+            return
+        log_ = self.ensure_log(session_id)
+        assert log_ is not None
+        slot = self._logs[session_id]
+        if slot.pump is not None:
+            slot.pump.cancel(reason="replaced by a new event source")
+        slot.lazy = False
+        scope = trio.CancelScope()
+        slot.pump = scope
+        self._nursery.start_soon(self._pump, slot, source, scope)
+
+    async def _pump(self, slot: _LogSlot, source: EventSource, scope: trio.CancelScope) -> None:
+        def append(event: Event) -> None:
+            slot.log.append(event)
+
+        with scope:
+            try:
+                await source(append)
+            except Exception:
+                log.exception("event source of session %s failed", slot.log.session_id)
+        if slot.pump is scope:
+            slot.pump = None
+            slot.log.close()
+
+    async def subscribe(self, session_id: str, since: int | None = None) -> Subscription:
+        """Replay after ``since`` then tail the session's log. SessionNotFound once deleted."""
+        if session_id in self._tombstones:
+            raise SessionNotFound(session_id, "no event source for session")
+        if session_id not in self._logs:
+            await self._actor(session_id)  # the session must exist
+        log_ = self.ensure_log(session_id)
+        if log_ is None:
+            raise SessionNotFound(session_id, "no event source for session")
+        return log_.subscribe(since)
+
+    def end_subscriptions(self) -> None:
+        """End every live subscription without ``session_exited`` (server shutdown: clients
+        reconnect with their last seq)."""
+        for slot in self._logs.values():
+            slot.log.end_subscribers()
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    async def _stop_all(self) -> None:
+        async def stop(actor: SessionActor) -> None:
+            with suppress(GreenroomError, _Retired):
+                await self._call_actor(actor, c.Stop())
+
+        async with trio.open_nursery() as nursery:
+            for actor in list(self._actors.values()):
+                nursery.start_soon(stop, actor)
+
+
+class _Retired(Exception):
+    """The actor closed its mailbox (retired) before taking the call."""
+
+
+class StreamGuard:
+    """What an embedder holds around each turn it runs on its attached runtime.
+
+    ``async with guard:`` waits until the session is idle and marks it busy; runs, message
+    edits and other guards are refused or wait meanwhile. ``done`` is set when the session is
+    deleted (the embedder should end its stream).
+    """
+
+    def __init__(self, registry: Registry, session_id: str, done: trio.Event) -> None:
+        self._registry = registry
+        self.session_id = session_id
+        self.done = done
+        self._holder: SessionActor | None = None
+
+    async def acquire(self) -> None:
+        ticket = c.GuardTicket()
+        actor = await self._registry._actor(self.session_id)
+        await self._registry._call_actor(actor, c.AcquireGuard(ticket))
+        try:
+            await ticket.granted.wait()
+        except BaseException:
+            ticket.abandoned = True
+            if ticket.granted.is_set():
+                actor.release_guard()
+            raise
+        self._holder = actor
+
+    def release(self) -> None:
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            holder.release_guard()
+
+    async def __aenter__(self) -> StreamGuard:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
+class SessionHandle:
+    """The typed API of one session, as the transports use it."""
+
+    def __init__(self, registry: Registry, session_id: str) -> None:
+        self._registry = registry
+        self.session_id = session_id
+
+    async def _call(self, request: Any) -> Any:
+        return await self._registry.call(self.session_id, request)
+
+    async def snapshot(self) -> c.SessionSnapshot:
+        return await self._call(c.Snapshot())  # type: ignore[no-any-return]
+
+    async def status(self) -> c.SessionStatus:
+        return await self._call(c.Status())  # type: ignore[no-any-return]
+
+    async def run(
+        self,
+        source: str,
+        messages: tuple[Any, ...],
+        *,
+        agent_name: str = "",
+        model: str = "",
+        on_disconnect: c.DisconnectPolicy = "cancel",
+    ) -> c.RunStream:
+        request = c.RunTurn(source, agent_name, tuple(messages), model, on_disconnect)
+        return await self._call(request)  # type: ignore[no-any-return]
+
+    async def steer(self, messages: tuple[QueuedMessage, ...]) -> None:
+        await self._call(c.Steer(messages))
+
+    async def follow_up(
+        self, messages: tuple[QueuedMessage, ...], idempotency_key: str = ""
+    ) -> c.FollowUpResult:
+        return await self._call(c.FollowUp(messages, idempotency_key))  # type: ignore[no-any-return]
+
+    async def resume(self, request: Any) -> None:
+        await self._call(c.Resume(request))
+
+    async def answer_elicitation(self, action: str, content: Any, elicitation_id: str = "") -> None:
+        await self._call(c.AnswerElicitation(action, content, elicitation_id))
+
+    async def add_message(self, message: Any) -> int:
+        return await self._call(c.AddMessage(message))  # type: ignore[no-any-return]
+
+    async def update_message(self, message_id: str, message: Any) -> None:
+        await self._call(c.UpdateMessage(message_id, message))
+
+    async def add_summary(self, summary: Any) -> None:
+        await self._call(c.AddSummary(summary))
+
+    async def set_title(self, title: str) -> None:
+        await self._call(c.SetTitle(title))
+
+    async def set_permissions(self, permissions: Any) -> None:
+        await self._call(c.SetPermissions(permissions))
+
+    async def set_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        await self._call(c.SetTokens(input_tokens, output_tokens, cost))
+
+    async def set_starred(self, starred: bool) -> None:
+        await self._call(c.SetStarred(starred))
+
+    async def set_safety_policy(self, policy: str) -> None:
+        await self._call(c.SetSafetyPolicy(policy))
+
+    async def toggle_tool_approval(self) -> None:
+        await self._call(c.ToggleToolApproval())
+
+    async def queue_depth(self) -> c.QueueDepth:
+        return await self._call(c.GetQueueDepth())  # type: ignore[no-any-return]
+
+    async def models(self) -> tuple[str, str, list[Any]]:
+        return await self._call(c.ListModels())  # type: ignore[no-any-return]
+
+    async def set_model(self, agent: str, ref: str) -> None:
+        await self._call(c.SetModel(agent, ref))
+
+    async def register_follow_up_injector(self, injector: c.FollowUpInjector | None) -> None:
+        await self._call(c.RegisterInjector(injector))
+
+    async def recall(self, message: QueuedMessage) -> bool:
+        return await self._call(c.Recall(message))  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def open_registry(
+    store: Store, factory: RuntimeFactory, config: RegistryConfig | None = None
+) -> AsyncIterator[Registry]:
+    """Run session actors for the duration of the block; on exit each persists and stops."""
+    config = config or RegistryConfig()
+    async with trio.open_nursery() as nursery:
+        registry = Registry(store, factory, config, nursery)
+        try:
+            yield registry
+        finally:
+            with trio.move_on_after(config.shutdown_grace, shield=True):
+                await registry._stop_all()
+            nursery.cancel_scope.cancel(reason="registry closed")

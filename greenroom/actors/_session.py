@@ -1,0 +1,260 @@
+"""The session actor: one trio task that owns one live session.
+
+It owns the live :class:`Session`, the runtime, the stream state (idle / running a turn /
+guarded by an embedder), the title task, the follow-up injector and idempotency keys. Commands
+arrive on a bounded mailbox and run one at a time; a command that checks state and then awaits
+(a store write, a runtime call) finishes before the next one starts, so no check-then-act can
+interleave. Child tasks (the turn, the title) report back through the synchronous methods at the
+bottom of this class, which trio runs atomically.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import outcome
+import trio
+
+from greenroom.agents import Runtime, TitleGenerator
+from greenroom.domain import (
+    ErrorItem,
+    Event,
+    Message,
+    Session,
+    SessionTitle,
+    visible_messages,
+)
+from greenroom.errors import GreenroomError, SessionNotFound
+
+from . import _handlers
+from ._commands import GuardTicket
+from ._eventlog import LogEntry
+from ._idempotency import IdempotencyCache
+from ._turn import Turn
+
+if TYPE_CHECKING:
+    from ._commands import FollowUpInjector
+    from ._registry import Registry
+
+log = logging.getLogger(__name__)
+
+
+class StreamState(enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"  # a turn task of this actor
+    GUARDED = "guarded"  # an embedder holds the guard of its attached runtime
+
+
+@attrs.frozen
+class Call:
+    """A command with a one-slot reply channel (the actor never blocks on a reply)."""
+
+    request: Any
+    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+
+
+class SessionActor:
+    def __init__(self, registry: Registry, session: Session) -> None:
+        self.id = session.id
+        self.session = session
+        self.registry = registry
+        self.store = registry.store
+        self.config = registry.config
+        self.runtime: Runtime | None = None
+        self.attached_done: trio.Event | None = None  # set on delete: the attach context ended
+        self.title_generator: TitleGenerator | None = None
+        self.state = StreamState.IDLE
+        self.turn: Turn | None = None
+        self.title_scope: trio.CancelScope | None = None
+        self.guard_queue: collections.deque[GuardTicket] = collections.deque()
+        self.injector: FollowUpInjector | None = None
+        self.idempotency = IdempotencyCache()
+        self.deleted = False
+        self.stopping = False
+        self.nursery: trio.Nursery | None = None
+        # The registry holds the only send end; closing it retires the actor.
+        self.mailbox, self._inbox = trio.open_memory_channel[Call](self.config.mailbox_size)
+        self._handlers: dict[type[Any], Callable[[SessionActor, Any], Awaitable[Any]]] = (
+            _handlers.TABLE
+        )
+        self._guard_free = trio.Event()
+        self._guard_free.set()
+
+    @property
+    def attached(self) -> bool:
+        return self.attached_done is not None
+
+    @property
+    def streaming(self) -> bool:
+        return self.state is not StreamState.IDLE
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[SessionActor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            task_status.started(self)
+            async with self._inbox:
+                try:
+                    await self._serve()
+                finally:
+                    self._fail_queued_calls()
+            if self.deleted:
+                # Stopped means: the cancelled turn finished and the embedder let go.
+                await self._guard_free.wait()
+            nursery.cancel_scope.cancel(reason=f"session actor {self.id} stopped")
+        if self.runtime is not None and not self.attached:
+            with trio.move_on_after(self.config.shutdown_grace, shield=True):
+                self.runtime.on_elicitation_request(None)
+                await self.runtime.aclose()
+
+    async def _serve(self) -> None:
+        while not (self.deleted or self.stopping):
+            with trio.move_on_at(self._retire_at()) as idle:
+                call = await self._inbox.receive()
+            if idle.cancelled_caught:
+                if self._try_retire():
+                    return
+                continue
+            await self._dispatch(call)
+
+    def _retire_at(self) -> float:
+        if self._busy_otherwise():
+            return math.inf
+        return trio.current_time() + self.config.idle_timeout
+
+    def _busy_otherwise(self) -> bool:
+        return (
+            self.streaming
+            or self.attached
+            or self.injector is not None
+            or self.title_scope is not None
+            or self.registry.log_pinned(self.id)
+        )
+
+    def _try_retire(self) -> bool:
+        # Synchronous: no sender can slip a command in between the check and the close.
+        if self._busy_otherwise() or self._inbox.statistics().current_buffer_used:
+            return False
+        self.registry.retire(self)
+        self.mailbox.close()
+        return True
+
+    def _fail_queued_calls(self) -> None:
+        while True:
+            try:
+                call = self._inbox.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
+            with call.reply:
+                if self.deleted:
+                    error: GreenroomError = SessionNotFound(self.id)
+                    with contextlib.suppress(trio.BrokenResourceError):
+                        call.reply.send_nowait(outcome.Error(error))
+
+    async def _dispatch(self, call: Call) -> None:
+        handler = self._handlers[type(call.request)]
+        with call.reply:
+            try:
+                result: outcome.Outcome[Any] = outcome.Value(await handler(self, call.request))
+            except GreenroomError as exc:
+                result = outcome.Error(exc)
+            # Anything else is a bug: it crashes this actor only (the registry supervises).
+            with contextlib.suppress(trio.BrokenResourceError):
+                call.reply.send_nowait(result)
+
+    # --- shared steps (awaited inside one command or by the turn task) ---------------------
+
+    async def persist(self, *, shielded: bool = False) -> None:
+        """Write the session's metadata; never for a deleted session (no resurrection)."""
+        if self.deleted:
+            return
+        if not shielded:
+            await self.store.update_session(self.session)
+            return
+        with trio.move_on_after(self.config.shutdown_grace, shield=True):
+            try:
+                await self.store.update_session(self.session)
+            except GreenroomError:
+                log.exception("persisting session %s failed", self.id)
+
+    async def append_message(self, message: Message) -> Message:
+        if self.deleted:
+            raise SessionNotFound(self.id)
+        message_id = await self.store.add_message(self.id, message)
+        stored = attrs.evolve(message, id=message_id)
+        self.session = self.session.with_item(stored)
+        return stored
+
+    async def append_error(self, error: ErrorItem) -> None:
+        if self.deleted:
+            raise SessionNotFound(self.id)
+        await self.store.add_error(self.id, error)
+        self.session = self.session.with_item(error)
+
+    # --- synchronous reports (atomic in trio) ----------------------------------------------
+
+    def log_event(self, event: Event) -> LogEntry | None:
+        return self.registry.append_event(self.id, event)
+
+    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
+        s = self.session
+        self.session = attrs.evolve(
+            s,
+            input_tokens=s.input_tokens + input_tokens,
+            output_tokens=s.output_tokens + output_tokens,
+            cost=s.cost + cost,
+        )
+
+    def set_title_now(self, title: str) -> LogEntry | None:
+        self.session = attrs.evolve(self.session, title=title)
+        return self.log_event(SessionTitle(self.id, title))
+
+    def start_turn(self, turn: Turn) -> None:
+        self.state = StreamState.RUNNING
+        self.turn = turn
+
+    def end_turn(self, turn: Turn) -> None:
+        """Idle again *before* the stream closes: a client that drains it can run again."""
+        if self.turn is turn:
+            self.turn = None
+            self.state = StreamState.IDLE
+            self._grant_guard()
+        if turn.send is not None:
+            turn.send.close()
+
+    def title_done(self) -> None:
+        self.title_scope = None
+
+    def _grant_guard(self) -> None:
+        while self.state is StreamState.IDLE and self.guard_queue:
+            ticket = self.guard_queue.popleft()
+            if not ticket.abandoned:
+                self.state = StreamState.GUARDED
+                self._guard_free = trio.Event()
+                ticket.granted.set()
+
+    def acquire_guard(self, ticket: GuardTicket) -> None:
+        self.guard_queue.append(ticket)
+        self._grant_guard()
+
+    def release_guard(self) -> None:
+        if self.state is StreamState.GUARDED:
+            self.state = StreamState.IDLE
+            self._guard_free.set()
+            self._grant_guard()
+
+    def num_messages(self) -> int:
+        return sum(1 for _ in visible_messages(self.session.items))
+
+    def agent_name(self) -> str:
+        return self.runtime.current_agent().name if self.runtime is not None else ""

@@ -1,0 +1,134 @@
+"""A turn: the child task of a session actor that drives its runtime, and the title task.
+
+Both report back through synchronous actor methods (atomic in trio); only ``emit`` and the store
+writes await, and every such await is cancellable so a turn whose client left, or whose session
+was deleted, ends promptly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from greenroom.agents import Runtime, TitleGenerator, mirrors_elicitation
+from greenroom.domain import (
+    ElicitationRequest,
+    ErrorEvent,
+    ErrorItem,
+    Event,
+    Message,
+    Session,
+    SessionTitle,
+)
+from greenroom.errors import GreenroomError, SessionNotFound
+
+from ._commands import DisconnectPolicy
+from ._eventlog import LogEntry
+
+if TYPE_CHECKING:
+    from ._session import SessionActor
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One running turn. ``send`` is None for turns nobody streams (recall after a job)."""
+
+    scope: trio.CancelScope
+    send: trio.MemorySendChannel[LogEntry] | None
+    on_disconnect: DisconnectPolicy = "cancel"
+    stream_open: bool = True
+
+    def consumer_left(self) -> None:
+        """The client stopped reading: cancel the turn unless it should outlive its stream."""
+        self.stream_open = False
+        if self.on_disconnect == "cancel":
+            self.scope.cancel()
+
+    def offer(self, entry: LogEntry) -> None:
+        """Best-effort, non-blocking delivery (used by tasks that must not hold the stream)."""
+        if self.send is None or not self.stream_open:
+            return
+        with contextlib.suppress(
+            trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
+        ):
+            self.send.send_nowait(entry)
+
+
+class ActorTurnIO:
+    """The :class:`~greenroom.agents.TurnIO` a runtime gets for one turn of an actor."""
+
+    def __init__(self, actor: SessionActor, turn: Turn, runtime: Runtime) -> None:
+        self._actor = actor
+        self._turn = turn
+        self._mirrors = mirrors_elicitation(runtime)
+
+    @property
+    def session(self) -> Session:
+        return self._actor.session
+
+    async def emit(self, event: Event) -> None:
+        # A mirroring runtime already delivered its elicitations through the session sink:
+        # log them once, but still show them on the run stream.
+        skip_log = self._mirrors and isinstance(event, ElicitationRequest)
+        entry = None if skip_log else self._actor.log_event(event)
+        turn = self._turn
+        if turn.send is None or not turn.stream_open:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            await turn.send.send(entry or LogEntry.of(0, event))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            turn.consumer_left()
+
+    async def add_message(self, message: Message) -> Message:
+        return await self._actor.append_message(message)
+
+    async def add_error(self, error: ErrorItem) -> None:
+        await self._actor.append_error(error)
+
+    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
+        self._actor.add_usage(input_tokens, output_tokens, cost)
+
+
+async def run_turn(actor: SessionActor, turn: Turn, runtime: Runtime, announce_title: str) -> None:
+    """The turn task: run the runtime, report failures as events, persist, then end the turn."""
+    io = ActorTurnIO(actor, turn, runtime)
+    try:
+        with turn.scope:
+            if announce_title:
+                await io.emit(SessionTitle(actor.id, announce_title))
+            try:
+                await runtime.run_stream(io)
+            except GreenroomError as exc:
+                await io.emit(ErrorEvent(exc.message, exc.code, actor.id))
+            except Exception:
+                log.exception("runtime of session %s failed", actor.id)
+                await io.emit(ErrorEvent("the agent runtime failed", "internal_error", actor.id))
+        await actor.persist(shielded=True)
+    finally:
+        actor.end_turn(turn)
+
+
+async def generate_title(
+    actor: SessionActor, generator: TitleGenerator, texts: list[str], turn: Turn, budget: float
+) -> None:
+    """The title task: may finish after the turn's stream closed; never overwrites a title."""
+    title = ""
+    with trio.move_on_after(budget):
+        try:
+            title = (await generator.generate(texts)).strip()
+        except Exception:
+            log.warning("title generation for session %s failed", actor.id, exc_info=True)
+    if not title or actor.deleted or actor.session.title:
+        return
+    entry = actor.set_title_now(title)
+    if entry is not None:
+        turn.offer(entry)
+    with contextlib.suppress(SessionNotFound):  # deleted meanwhile: nothing to keep
+        await actor.store.update_title(actor.id, title)
