@@ -1,28 +1,94 @@
-"""The ``greenroom`` command line."""
+"""The ``greenroom`` command line: ``serve`` and ``validate``."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from greenroom import __version__
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="greenroom", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="greenroom", description="An agent session server (docker-agent compatible API)."
+    )
     parser.add_argument("--version", action="version", version=f"greenroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="serve the session API")
+
+    serve = sub.add_parser("serve", help="serve the session API over HTTP and WebSocket")
+    serve.add_argument(
+        "agents",
+        nargs="*",
+        metavar="AGENT_FILE_OR_DIR",
+        help="agent YAML files or directories (default: the bundled example agent)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
+    serve.add_argument(
+        "--db",
+        default="",
+        metavar="PATH|:memory:",
+        help="SQLite file (default: $XDG_DATA_HOME/greenroom/sessions.sqlite3)",
+    )
+    serve.add_argument(
+        "--auth-token",
+        default=os.environ.get("GREENROOM_AUTH_TOKEN", ""),
+        help="bearer token required on every route but /health and /ready "
+        "(default: $GREENROOM_AUTH_TOKEN)",
+    )
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="allow a non-loopback --host without a token",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser requests from ORIGIN (repeatable; * for any)",
+    )
+    serve.add_argument(
+        "--session-workingdir-root",
+        default=None,
+        metavar="DIR",
+        help="session working directories must lie inside DIR",
+    )
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+
+    validate = sub.add_parser("validate", help="check agent YAML files and report every error")
+    validate.add_argument("files", nargs="+", metavar="AGENT_FILE_OR_DIR")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        print("greenroom serve: the HTTP transport is not built yet (see the open issues).")
-        return 2
-    return 0
+    if args.command == "validate":
+        from greenroom.agents._validate import validate_main
+
+        return validate_main(args.files)
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from greenroom.serve import ServeConfig, run
+
+    cfg = ServeConfig(
+        agent_paths=tuple(args.agents),
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        auth_token=args.auth_token,
+        insecure_no_auth=args.insecure_no_auth,
+        cors_origins=tuple(args.cors_origin),
+        working_dir_root=args.session_workingdir_root,
+    )
+    return run(cfg)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import attrs
+import outcome
 import trio
 
 from greenroom.agents import QueuedMessage, ResumeRequest, Runtime
@@ -100,6 +101,13 @@ class RunStream:
         self._receive.close()
         if self._on_close is not None:
             self._on_close()
+
+
+def discard_reply(result: outcome.Outcome[Any]) -> None:
+    """A reply whose caller left without taking it: a run stream nobody will read is closed,
+    so its turn is cancelled (or detached) instead of holding the session busy."""
+    if isinstance(result, outcome.Value) and isinstance(result.value, RunStream):
+        result.value.close()
 
 
 @attrs.define(eq=False)

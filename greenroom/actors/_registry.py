@@ -155,6 +155,11 @@ class Registry:
                 if actor.deleted:
                     raise SessionNotFound(actor.id) from None
                 raise SessionGone() from None
+            except BaseException:
+                # Cancelled with the answer already here: nobody else will take it.
+                with suppress(trio.WouldBlock, trio.EndOfChannel):
+                    c.discard_reply(receive.receive_nowait())
+                raise
         return result.unwrap()
 
     async def call(self, session_id: str, request: Any) -> Any:
@@ -344,6 +349,13 @@ class Registry:
         if log_ is None:
             raise SessionNotFound(session_id, "no event source for session")
         return log_.subscribe(since)
+
+    def cancel_turns(self) -> None:
+        """Cancel every running turn (server shutdown): their run streams end, their
+        sessions persist."""
+        for actor in self._actors.values():
+            if actor.turn is not None:
+                actor.turn.scope.cancel(reason="server shutting down")
 
     def end_subscriptions(self) -> None:
         """End every live subscription without ``session_exited`` (server shutdown: clients

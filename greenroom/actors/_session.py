@@ -34,7 +34,7 @@ from greenroom.domain import (
 from greenroom.errors import GreenroomError, SessionNotFound
 
 from . import _handlers
-from ._commands import GuardTicket
+from ._commands import GuardTicket, discard_reply
 from ._eventlog import LogEntry
 from ._idempotency import IdempotencyCache
 from ._turn import Turn
@@ -114,7 +114,8 @@ class SessionActor:
             nursery.cancel_scope.cancel(reason=f"session actor {self.id} stopped")
         if self.runtime is not None and not self.attached:
             with trio.move_on_after(self.config.shutdown_grace, shield=True):
-                self.runtime.on_elicitation_request(None)
+                if not self.deleted:  # the delete already cleared it, exactly once
+                    self.runtime.on_elicitation_request(None)
                 await self.runtime.aclose()
 
     async def _serve(self) -> None:
@@ -169,8 +170,10 @@ class SessionActor:
             except GreenroomError as exc:
                 result = outcome.Error(exc)
             # Anything else is a bug: it crashes this actor only (the registry supervises).
-            with contextlib.suppress(trio.BrokenResourceError):
+            try:
                 call.reply.send_nowait(result)
+            except trio.BrokenResourceError:
+                discard_reply(result)
 
     # --- shared steps (awaited inside one command or by the turn task) ---------------------
 

@@ -1,50 +1,72 @@
 """Agents: the Runtime contract, agent files, model providers and the agent loop."""
 
+from ._commands import (
+    expand_command as expand_command,
+    parse_slash_command as parse_slash_command,
+    resolve_agent_switch as resolve_agent_switch,
+)
+from ._config import (
+    AUTO_MODEL as AUTO_MODEL,
+    AgentConfig as AgentConfig,
+    AgentFile as AgentFile,
+    ToolsetConfig as ToolsetConfig,
+    agent_file_to_json as agent_file_to_json,
+)
+from ._elicitation import (
+    ElicitationAnswer as ElicitationAnswer,
+)
+from ._factory import (
+    LocalRuntimeFactory as LocalRuntimeFactory,
+)
+from ._local import (
+    INTERRUPTED_NOTE as INTERRUPTED_NOTE,
+    LocalRuntime as LocalRuntime,
+)
+from ._permissions import (
+    Decision as Decision,
+    decide as decide,
+)
 from ._runtime import (
     BuiltRuntime as BuiltRuntime,
-)
-from ._runtime import (
     Command as Command,
-)
-from ._runtime import (
     CurrentAgent as CurrentAgent,
-)
-from ._runtime import (
     ElicitationSink as ElicitationSink,
-)
-from ._runtime import (
     ModelChoice as ModelChoice,
-)
-from ._runtime import (
     QueuedMessage as QueuedMessage,
-)
-from ._runtime import (
     QueueStatus as QueueStatus,
-)
-from ._runtime import (
     RecallHandler as RecallHandler,
-)
-from ._runtime import (
     ResumeRequest as ResumeRequest,
-)
-from ._runtime import (
     Runtime as Runtime,
-)
-from ._runtime import (
     RuntimeFactory as RuntimeFactory,
-)
-from ._runtime import (
     SupportsRecall as SupportsRecall,
-)
-from ._runtime import (
     TitleGenerator as TitleGenerator,
-)
-from ._runtime import (
     TurnIO as TurnIO,
-)
-from ._runtime import (
     mirrors_elicitation as mirrors_elicitation,
-)
-from ._runtime import (
     supports_recall as supports_recall,
+)
+from ._sources import (
+    DEFAULT_SOURCE_KEY as DEFAULT_SOURCE_KEY,
+    AgentEntry as AgentEntry,
+    AgentSources as AgentSources,
+    bundled_agent_path as bundled_agent_path,
+)
+from ._titles import (
+    ModelTitleGenerator as ModelTitleGenerator,
+    sanitize_title as sanitize_title,
+)
+from ._tools import (
+    TOOLSET_BUILDERS as TOOLSET_BUILDERS,
+    AgentTools as AgentTools,
+    FunctionTool as FunctionTool,
+    Tool as Tool,
+    ToolResult as ToolResult,
+    build_tools as build_tools,
+)
+from ._validate import (
+    validate_files as validate_files,
+    validate_main as validate_main,
+)
+from ._yaml import (
+    load_agent_file as load_agent_file,
+    parse_agent_file as parse_agent_file,
 )

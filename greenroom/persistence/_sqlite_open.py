@@ -4,6 +4,7 @@ errors (naming the file and what to do) for every way that can go wrong."""
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import os
 import re
@@ -37,25 +38,60 @@ def migrations() -> list[tuple[int, str, str]]:
     return found
 
 
+def _directory_missing(path: Path) -> DatabaseError:
+    return DatabaseError(
+        f"cannot open {path}: directory {path.parent} does not exist; create it first"
+    )
+
+
+def _directory_read_only(path: Path) -> DatabaseReadOnly:
+    return DatabaseReadOnly(
+        f"cannot write {path}: its directory {path.parent} is not writable (SQLite keeps "
+        "its -wal, -shm and lock files next to the database); fix its permissions or "
+        "choose another --db path"
+    )
+
+
+def check_access(path: Path) -> None:
+    """Refuse, before SQLite touches anything, a path the store could not write.
+
+    SQLite opens a file it may not write read-only without a word and only fails at the
+    first write (after leaving -wal and -shm files behind); this says so at once.
+    """
+    if not path.parent.is_dir():
+        raise _directory_missing(path)
+    if path.is_dir():
+        raise DatabaseError(f"cannot open {path}: it is a directory; pass a file path")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise _directory_read_only(path)
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise DatabaseReadOnly(
+            f"cannot write {path}: the file is read-only; make it writable "
+            f"(chmod u+rw {path}) or choose another --db path"
+        )
+
+
 def acquire_process_lock(path: Path) -> int:
     """Hold an exclusive lock on ``<db>.lock`` for the life of the store (one server per file)."""
     lock_path = path.with_name(path.name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except PermissionError:
-        raise DatabaseReadOnly(
-            f"cannot create {lock_path}: the directory is not writable; "
-            "fix its permissions or choose another --db path"
-        ) from None
-    except FileNotFoundError:
-        raise DatabaseError(
-            f"cannot open {path}: directory {path.parent} does not exist; create it first"
-        ) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise _directory_missing(path) from None
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise _directory_read_only(path) from None
+        raise DatabaseError(f"cannot open {path}: {lock_path}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
+        if holder == str(os.getpid()):
+            raise DatabaseInUse(
+                f"{path} is already open in this process; close that store first or pass "
+                "another --db path"
+            ) from None
         raise DatabaseInUse(
             f"{path} is in use by another greenroom process (pid {holder}); "
             "stop that server or pass another --db path"
@@ -93,9 +129,12 @@ def open_writer(path: Path) -> sqlite3.Connection:
     except sqlite3.OperationalError as exc:
         raise _explain(path, exc) from None
     try:
+        # Identity first: a file that is not ours is refused before anything writes to it
+        # (switching to WAL rewrites the header).
+        _check_identity(path, conn)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        _check_identity(path, conn)
+        _check_writable(conn)
         _migrate(path, conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
@@ -119,6 +158,19 @@ def _explain(path: Path, exc: sqlite3.Error) -> DatabaseError:
             "directory, or choose another --db path"
         )
     return DatabaseError(f"cannot open {path}: {text}")
+
+
+def _check_writable(conn: sqlite3.Connection) -> None:
+    # A backstop for check_access: SQLite falls back to read-only when it cannot write the
+    # file. Writing user_version's own value in a rolled-back transaction changes nothing on
+    # disk but fails on such a connection ("attempt to write a readonly database").
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:

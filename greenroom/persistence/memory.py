@@ -7,7 +7,7 @@ caller can change what another caller or the store sees.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import attrs
@@ -44,27 +44,32 @@ class MemoryStore:
         except KeyError:
             raise SessionNotFound(session_id) from None
 
-    def _with_ids(self, items: tuple[Item, ...], parent_id: str) -> tuple[Item, ...]:
-        out: list[Item] = []
-        for item in items:
+    def _insert(self, session: Session) -> Session:
+        # Depth-first, as the SQLite store numbers them: every message gets the next id and
+        # every sub-session becomes a session of its own (with its parent's id).
+        items: list[Item] = []
+        for item in session.items:
             if isinstance(item, Message):
                 item = attrs.evolve(item, id=next(self._ids))
             elif isinstance(item, SubSession):
-                sub = attrs.evolve(item.session, parent_id=parent_id)
-                sub = attrs.evolve(sub, items=self._with_ids(sub.items, sub.id))
-                item = SubSession(sub)
-            out.append(item)
-        return tuple(out)
+                sub = attrs.evolve(item.session, parent_id=session.id)
+                item = SubSession(self._insert(sub))
+            items.append(item)
+        stored = attrs.evolve(session, items=tuple(items))
+        self._sessions[stored.id] = stored
+        return stored
 
     async def add_session(self, session: Session) -> Session:
         if not session.id:
             raise InvalidRequest("session id is empty", path="$.id")
         self._get_closed_check()
-        if session.id in self._sessions:
-            raise StoreError(f"session already exists: {session.id}")
-        stored = attrs.evolve(session, items=self._with_ids(session.items, session.id))
-        self._sessions[session.id] = stored
-        return stored
+        # Check every id (sub-sessions too) before storing anything: all or nothing.
+        seen: set[str] = set()
+        for session_id in _session_ids(session):
+            if session_id in self._sessions or session_id in seen:
+                raise StoreError(f"session already exists: {session_id}")
+            seen.add(session_id)
+        return self._insert(session)
 
     def _get_closed_check(self) -> None:
         if self._closed:
@@ -88,14 +93,17 @@ class MemoryStore:
 
     async def list_sessions(self) -> list[SessionSummary]:
         self._get_closed_check()
+        # Newest first; equal times: the one added last first (the dict keeps insertion order).
+        order = {session_id: n for n, session_id in enumerate(self._sessions)}
         roots = [s for s in self._sessions.values() if not s.parent_id]
-        roots.sort(key=lambda s: s.created_at, reverse=True)
+        roots.sort(key=lambda s: (s.created_at, order[s.id]), reverse=True)
         return [
             SessionSummary(
                 id=s.id,
                 title=s.title,
                 created_at=s.created_at,
-                num_messages=sum(1 for _ in visible_messages(s.items)),
+                # Count the sub-sessions as they are now, not as they were when attached.
+                num_messages=sum(1 for _ in visible_messages(self._resolve(s).items)),
                 input_tokens=s.input_tokens,
                 output_tokens=s.output_tokens,
                 working_dir=s.working_dir,
@@ -104,8 +112,8 @@ class MemoryStore:
         ]
 
     async def update_session(self, session: Session) -> None:
-        current = self._sessions.get(session.id)
         self._get_closed_check()
+        current = self._sessions.get(session.id)
         if current is None:
             await self.add_session(attrs.evolve(session, items=()))
             return
@@ -184,6 +192,13 @@ class MemoryStore:
 
     async def aclose(self) -> None:
         self._closed = True
+
+
+def _session_ids(session: Session) -> Iterator[str]:
+    yield session.id
+    for item in session.items:
+        if isinstance(item, SubSession):
+            yield from _session_ids(item.session)
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import attrs
 import outcome
@@ -35,13 +35,20 @@ from greenroom.domain import (
 )
 from greenroom.errors import (
     GreenroomError,
+    InvalidRequest,
     MessageNotFound,
     SessionNotFound,
     StoreError,
 )
 
 from . import _rows
-from ._sqlite_open import acquire_process_lock, connect, open_writer, release_process_lock
+from ._sqlite_open import (
+    acquire_process_lock,
+    check_access,
+    connect,
+    open_writer,
+    release_process_lock,
+)
 
 T = TypeVar("T")
 
@@ -143,21 +150,29 @@ class SqliteStore:
         async with self._read_limiter:
             spare = self._readers.pop() if self._readers else None
             conn, result = await trio.to_thread.run_sync(self._run_read, spare, fn)
-            self._readers.append(conn)
+            if conn is not None:
+                self._return_reader(conn)
         return result.unwrap()
+
+    def _return_reader(self, conn: sqlite3.Connection) -> None:
+        if self._closed:
+            conn.close()  # the store closed while this read ran: nobody would reuse it
+        else:
+            self._readers.append(conn)
 
     def _run_read(
         self, conn: sqlite3.Connection | None, fn: Callable[[sqlite3.Connection], T]
-    ) -> tuple[sqlite3.Connection, outcome.Outcome[T]]:
-        # Runs in a worker thread with a connection no other thread holds right now.
-        if conn is None:
-            conn = connect(self.path, readonly=True)
+    ) -> tuple[sqlite3.Connection | None, outcome.Outcome[T]]:
+        # Runs in a worker thread with a connection no other thread holds right now. Whatever
+        # fails, the connection goes back to the caller, so it is reused or closed, never lost.
         try:
+            if conn is None:
+                conn = connect(self.path, readonly=True)
             return conn, outcome.Value(fn(conn))
-        except GreenroomError as exc:
-            return conn, outcome.Error(exc)
         except sqlite3.Error as exc:
             return conn, outcome.Error(StoreError(f"reading {self.path} failed: {exc}"))
+        except Exception as exc:
+            return conn, outcome.Error(exc)
 
     def _shutdown(self) -> None:
         # Closing the queue lets the writer commit what is queued, then stop.
@@ -173,6 +188,8 @@ class SqliteStore:
     # --- the Store contract ----------------------------------------------------------------
 
     async def add_session(self, session: Session) -> Session:
+        if not session.id:
+            raise InvalidRequest("session id is empty", path="$.id")
         return await self._write(lambda conn: _insert_session(conn, session))
 
     async def get_session(self, session_id: str) -> Session:
@@ -298,7 +315,7 @@ _UPSERT_METADATA = (
 
 def _insert_session(conn: sqlite3.Connection, session: Session) -> Session:
     if not session.id:
-        raise StoreError("session id is empty")
+        raise InvalidRequest("session id is empty", path="$.id")
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
         raise StoreError(f"session already exists: {session.id}")
     conn.execute(_INSERT_SESSION, _rows.session_to_row(session))
@@ -379,14 +396,19 @@ GROUP BY tree.root
 def _list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
     counts = dict(conn.execute(_COUNT_VISIBLE).fetchall())
     rows = conn.execute(
-        "SELECT id, title, created_at, input_tokens, output_tokens, working_dir FROM sessions"
-        " WHERE parent_id IS NULL ORDER BY created_at DESC, rowid DESC"
+        "SELECT rowid, id, title, created_at, input_tokens, output_tokens, working_dir"
+        " FROM sessions WHERE parent_id IS NULL"
     ).fetchall()
+    # Sorted on the parsed time, not the text: RFC 3339 texts with and without fractional
+    # seconds do not sort in time order ("...:01Z" > "...:01.5Z"). Equal times: the row
+    # inserted last first.
+    created = {r["id"]: parse_datetime(r["created_at"]) for r in rows}
+    rows.sort(key=lambda r: (created[r["id"]], r["rowid"]), reverse=True)
     return [
         SessionSummary(
             id=r["id"],
             title=r["title"],
-            created_at=parse_datetime(r["created_at"]),
+            created_at=created[r["id"]],
             num_messages=counts.get(r["id"], 0),
             input_tokens=r["input_tokens"],
             output_tokens=r["output_tokens"],
@@ -405,6 +427,7 @@ async def open_sqlite_store(path: str | Path) -> AsyncIterator[SqliteStore]:
     written, or is held by another greenroom process.
     """
     path = await trio.to_thread.run_sync(lambda: Path(path).expanduser().absolute())
+    await trio.to_thread.run_sync(check_access, path)
     lock = await trio.to_thread.run_sync(acquire_process_lock, path)
     try:
         writer = await trio.to_thread.run_sync(open_writer, path)
@@ -416,10 +439,25 @@ async def open_sqlite_store(path: str | Path) -> AsyncIterator[SqliteStore]:
                     yield store
                 finally:
                     store._shutdown()
+        except BaseExceptionGroup as group:
+            # The writer task does not raise, so a lone exception came from the caller's
+            # block: give it back as raised, not wrapped in the nursery's group.
+            if len(group.exceptions) != 1:
+                raise
+            _reraise(group.exceptions[0])
         finally:
             store._close_connections()
     finally:
         release_process_lock(lock)
+
+
+def _reraise(exc: BaseException) -> NoReturn:
+    # ``raise exc`` inside ``except`` would chain the group as its context; keep the original.
+    context = exc.__context__
+    try:
+        raise exc
+    finally:
+        exc.__context__ = context
 
 
 __all__ = ["SqliteStore", "open_sqlite_store"]

@@ -1,0 +1,14 @@
+"""HTTP and WebSocket transport: forwards requests to the session registry."""
+
+from ._app import (
+    ShieldedSend as ShieldedSend,
+    check_bearer as check_bearer,
+    create_app as create_app,
+)
+from ._ops import (
+    OPERATIONS as OPERATIONS,
+    AgentCatalog as AgentCatalog,
+    AppConfig as AppConfig,
+    Context as Context,
+    Operation as Operation,
+)

@@ -1,0 +1,35 @@
+"""Model providers: one streaming model call, whatever the vendor.
+
+:func:`make_provider` picks the provider for a :class:`ModelConfig`: ``openai`` (and the
+OpenAI-compatible ``dmr``, ``ollama``, ``mistral``, ``xai``), ``anthropic``, ``scripted`` (replays
+a script file) and ``echo`` (needs nothing). :func:`resolve_auto` says what the ``auto`` model
+ref stands for. Importing this package imports both vendor SDKs (about two seconds): do it at
+startup, never inside a request.
+"""
+
+from ._base import (
+    Delta as Delta,
+    ModelConfig as ModelConfig,
+    ModelRequest as ModelRequest,
+    ModelResponse as ModelResponse,
+    OnDelta as OnDelta,
+    Provider as Provider,
+    ReasoningDelta as ReasoningDelta,
+    TextDelta as TextDelta,
+    ToolSpec as ToolSpec,
+)
+from ._factory import (
+    PROVIDERS as PROVIDERS,
+    make_provider as make_provider,
+    resolve_auto as resolve_auto,
+)
+from ._keys import KEYLESS_PLACEHOLDER as KEYLESS_PLACEHOLDER
+from ._retry import Backoff as Backoff
+from .anthropic_provider import AnthropicProvider as AnthropicProvider
+from .echo import EchoProvider as EchoProvider
+from .openai_provider import OpenAIProvider as OpenAIProvider
+from .scripted import (
+    Script as Script,
+    ScriptedProvider as ScriptedProvider,
+    parse_script as parse_script,
+)

@@ -1,0 +1,99 @@
+"""LocalRuntimeFactory: builds a LocalRuntime and its title generator for a session."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from greenroom.domain import Session
+from greenroom.errors import GreenroomError
+
+from ._local import LocalRuntime, ProviderFor
+from ._runtime import BuiltRuntime
+from ._sources import AgentSources
+from ._titles import ModelTitleGenerator
+from ._tools import ToolsFor, default_tools_for
+from .providers import make_provider, resolve_auto
+from .providers._base import ModelConfig, Provider
+
+log = logging.getLogger(__name__)
+
+
+class LocalRuntimeFactory:
+    """A :class:`~greenroom.agents.RuntimeFactory` of LocalRuntimes over agent sources.
+
+    Args:
+        sources: the agent files, by key.
+        env: environment for API keys and the ``auto`` model (default: ``os.environ``).
+        provider_for: makes a model's provider (default: ``providers.make_provider`` with
+            ``env`` and the agent file's directory).
+        auto_model: what ``auto`` stands for (default: ``providers.resolve_auto(env)``).
+        tools_for: the tools of an agent (default: built from its ``toolsets``).
+    """
+
+    def __init__(
+        self,
+        sources: AgentSources,
+        *,
+        env: Mapping[str, str] | None = None,
+        provider_for: ProviderFor | None = None,
+        auto_model: ModelConfig | None = None,
+        tools_for: ToolsFor = default_tools_for,
+    ) -> None:
+        self._sources = sources
+        self._env = dict(os.environ if env is None else env)
+        self._provider_for = provider_for
+        self._auto = auto_model
+        self._tools_for = tools_for
+
+    @property
+    def sources(self) -> AgentSources:
+        return self._sources
+
+    async def build(self, source: str, agent_name: str, session: Session) -> BuiltRuntime:
+        """Build a runtime for ``session`` from source ``source``, starting on ``agent_name``.
+
+        The agent is ``agent_name``, else ``root``, else the first declared. The session's
+        stored model overrides are re-applied (a failing one is logged and skipped).
+
+        Raises:
+            AgentNotFound: unknown source or agent.
+            AgentConfigError: the source's file has never loaded successfully.
+        """
+        config = self._sources.get(source)
+        agent = config.agent(agent_name)
+        auto = self._auto_model()
+        provider_for = self._provider_for or self._default_provider_for(Path(config.path).parent)
+        runtime = LocalRuntime(
+            config,
+            provider_for=provider_for,
+            agent=agent.name,
+            auto_model=auto,
+            tools_for=self._tools_for,
+            custom_models=session.custom_models_used,
+        )
+        for name, ref in session.agent_model_overrides.items():
+            try:
+                await runtime.set_agent_model(name, ref)
+            except GreenroomError as exc:
+                log.warning(
+                    "session %s: model override %s=%r skipped: %s", session.id, name, ref, exc
+                )
+        titles = ModelTitleGenerator(runtime.title_models, provider_for)
+        return BuiltRuntime(runtime, titles)
+
+    def _auto_model(self) -> ModelConfig:
+        if self._auto is None:
+            self._auto, explanation = resolve_auto(self._env)
+            log.info("model 'auto' is %s: %s", self._auto.ref, explanation)
+        return self._auto
+
+    def _default_provider_for(self, base_dir: Path) -> ProviderFor:
+        env = self._env
+
+        def provider_for(model: ModelConfig) -> Provider:
+            return make_provider(model, env=env, base_dir=base_dir)
+
+        return provider_for

@@ -1,0 +1,557 @@
+"""LocalRuntime: the agent loop over an agent file, one model call and its tool calls at a time.
+
+A turn: ``stream_started`` → model call (deltas streamed as ``agent_choice`` events) → assistant
+message stored → ``token_usage`` → each tool call (``tool_call``, maybe a confirmation, the result
+stored, ``tool_call_response``) → the next model call, until the model stops calling tools or the
+iteration limit is hit. Steer messages are taken before each model call; at the end of a turn one
+follow-up is taken and starts the next turn in the same stream. ``stream_stopped`` ends it.
+
+A failing model call ends the stream with an ``error`` event; the runtime stays usable. When the
+stream is cancelled, what the model streamed so far is stored as an assistant message marked
+:data:`INTERRUPTED_NOTE`, and tool calls left without a result get an error result, inside a
+shielded scope bounded by :data:`SAVE_BUDGET` seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from greenroom.domain import (
+    AgentChoice,
+    AgentChoiceReasoning,
+    AgentInfo,
+    ChatMessage,
+    ErrorEvent,
+    ErrorItem,
+    MaxIterationsReached,
+    Message,
+    StreamStarted,
+    StreamStopped,
+    TokenUsage,
+    TokenUsageInfo,
+    ToolCall,
+    ToolCallConfirmation,
+    ToolCallEvent,
+    ToolCallResponse,
+    UserMessage,
+    Warning,
+    utcnow,
+)
+from greenroom.errors import AgentNotFound, GreenroomError, NoPendingRequest
+
+from ._config import AgentConfig, AgentFile
+from ._elicitation import ElicitationAnswer, Elicitations
+from ._permissions import Decision, decide
+from ._prompt import build_messages
+from ._queue import MessageQueue
+from ._runtime import (
+    Command,
+    CurrentAgent,
+    ElicitationSink,
+    ModelChoice,
+    QueuedMessage,
+    QueueStatus,
+    ResumeRequest,
+    TurnIO,
+)
+from ._tools import AgentTools, Tool, ToolResult, ToolsFor, default_tools_for, tool_definition
+from .providers._base import (
+    Delta,
+    ModelConfig,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    TextDelta,
+)
+
+log = logging.getLogger(__name__)
+
+STEER_CAPACITY = 16
+FOLLOWUP_CAPACITY = 16
+SAVE_BUDGET = 5.0
+"""Seconds a cancelled turn may spend storing what it streamed (shielded)."""
+STOP_EVENT_BUDGET = 1.0
+"""Seconds a cancelled turn may spend delivering its ``stream_stopped`` event (shielded)."""
+INTERRUPTED_NOTE = "[response interrupted]"
+INTERRUPTED_TOOL = "The tool call was interrupted before it returned a result."
+
+ProviderFor = Callable[[ModelConfig], Provider]
+"""Makes the provider that serves a model (the factory wraps ``providers.make_provider``)."""
+
+
+@attrs.define
+class _Turn:
+    """What is not stored yet: the streamed text of the call in flight, calls without results."""
+
+    agent_name: str = ""
+    text: list[str] = attrs.field(factory=list)
+    reasoning: list[str] = attrs.field(factory=list)
+    open_calls: list[ToolCall] = attrs.field(factory=list)
+
+
+class LocalRuntime:
+    """Runs the turns of one session with the agents of one agent file.
+
+    Args:
+        config: the parsed agent file.
+        provider_for: makes the provider of a model (cached per model here).
+        agent: the starting agent ("" = ``root``, else the first declared).
+        auto_model: what the ``auto`` model ref stands for (None: ``auto`` cannot be used).
+        tools_for: the tools of an agent (default: built from its ``toolsets``).
+        custom_models: custom ``provider/model`` refs used before (listed by available_models).
+        today: the date for agents with ``add_date``.
+
+    Raises:
+        AgentNotFound: ``agent`` is not in the file.
+    """
+
+    mirrors_elicitation_on_run_stream = True
+
+    def __init__(
+        self,
+        config: AgentFile,
+        *,
+        provider_for: ProviderFor,
+        agent: str = "",
+        auto_model: ModelConfig | None = None,
+        tools_for: ToolsFor = default_tools_for,
+        custom_models: Iterable[str] = (),
+        steer_capacity: int = STEER_CAPACITY,
+        followup_capacity: int = FOLLOWUP_CAPACITY,
+        today: Callable[[], dt.date] = dt.date.today,
+    ) -> None:
+        self._config = config
+        self._agent = config.agent(agent)
+        self._provider_for = provider_for
+        self._auto = auto_model
+        self._tools_for = tools_for
+        self._today = today
+        self._providers: dict[ModelConfig, Provider] = {}
+        self._tools: dict[str, AgentTools] = {}
+        self._overrides: dict[str, tuple[str, ModelConfig]] = {}
+        self._custom: list[str] = list(dict.fromkeys(custom_models))
+        self._steers = MessageQueue("steer", steer_capacity)
+        self._followups = MessageQueue("follow-up", followup_capacity)
+        self._confirmation: trio.MemorySendChannel[ResumeRequest] | None = None
+        self._approved_tools: set[str] = set()
+        self._approve_all = False
+        self._elicitations = Elicitations()
+        self._io: TurnIO | None = None
+        self._closed = False
+
+    # --- the run stream ----------------------------------------------------------------------
+
+    async def run_stream(self, io: TurnIO) -> None:
+        """Run one turn plus queued follow-ups, reporting through ``io``; see the module doc."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        if self._io is not None:
+            raise RuntimeError("a turn is already running on this runtime")
+        self._io = io
+        turn = _Turn(agent_name=self._agent.name)
+        try:
+            await io.emit(StreamStarted(session_id=io.session.id, agent_name=self._agent.name))
+            reason = await self._run_turns(io, turn)
+            await io.emit(self._stopped(io, reason))
+        except trio.Cancelled:
+            with trio.move_on_after(SAVE_BUDGET, shield=True):
+                await self._save_interrupted(io, turn)
+            with trio.move_on_after(STOP_EVENT_BUDGET, shield=True):
+                await io.emit(self._stopped(io, "canceled"))
+            raise
+        finally:
+            self._io = None
+
+    def _stopped(self, io: TurnIO, reason: str) -> StreamStopped:
+        return StreamStopped(session_id=io.session.id, agent_name=self._agent.name, reason=reason)
+
+    async def _run_turns(self, io: TurnIO, turn: _Turn) -> str:
+        try:
+            await self._announce(io)
+            while True:
+                await self._run_turn(io, turn)
+                follow_up = self._followups.pop()
+                if follow_up is None:
+                    return "normal"
+                await self._add_user_message(io, follow_up)
+        except GreenroomError as exc:
+            await self._fail(io, turn, exc.message, exc.code)
+        except Exception as exc:
+            log.exception("turn of session %s failed", io.session.id)
+            await self._fail(io, turn, str(exc) or type(exc).__name__, "internal_error")
+        return "error"
+
+    async def _announce(self, io: TurnIO) -> None:
+        agent = self._agent
+        model = self._model_of(agent)
+        info = AgentInfo(
+            agent_name=agent.name,
+            model=model.ref,
+            description=agent.description,
+            welcome_message=agent.welcome_message,
+        )
+        await io.emit(info)
+        missing = self._tools_of(agent).unavailable
+        if missing:
+            text = f"toolsets not available yet, skipped: {', '.join(missing)}"
+            await io.emit(Warning(message=text, agent_name=agent.name))
+
+    async def _run_turn(self, io: TurnIO, turn: _Turn) -> None:
+        """Model calls and tool calls until the model stops or the iteration limit is hit."""
+        limit = io.session.max_iterations or self._agent.max_iterations
+        iterations = 0
+        while True:
+            await self._take_steers(io)
+            if limit and iterations >= limit:
+                await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
+                return
+            iterations += 1
+            response = await self._call_model(io, turn)
+            if response.tool_calls:
+                await self._run_tools(io, turn, response.tool_calls)
+            elif not self._steers.depth:
+                return
+
+    async def _take_steers(self, io: TurnIO) -> None:
+        while (message := self._steers.pop()) is not None:
+            await self._add_user_message(io, message)
+
+    async def _add_user_message(self, io: TurnIO, queued: QueuedMessage) -> None:
+        position = len(io.session.items)
+        chat = ChatMessage(
+            role="user",
+            content=queued.content,
+            multi_content=queued.multi_content,
+            created_at=utcnow(),
+        )
+        await io.add_message(Message(chat))
+        event = UserMessage(
+            message=queued.content, session_id=io.session.id, session_position=position
+        )
+        await io.emit(event)
+
+    async def _call_model(self, io: TurnIO, turn: _Turn) -> ModelResponse:
+        agent = self._agent
+        model = self._model_of(agent)
+        session = io.session
+        cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
+        request = ModelRequest(
+            model=model,
+            messages=build_messages(
+                session, agent, max_tool_result_tokens=cap, today=self._today()
+            ),
+            tools=self._tools_of(agent).specs,
+            max_tokens=model.max_tokens,
+        )
+        turn.agent_name = agent.name
+
+        async def on_delta(delta: Delta) -> None:
+            if isinstance(delta, TextDelta):
+                turn.text.append(delta.text)
+                await io.emit(AgentChoice(delta.text, agent.name, session.id))
+            else:
+                turn.reasoning.append(delta.text)
+                await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
+
+        response = await self._provider(model).complete(request, on_delta)
+        chat = ChatMessage(
+            role="assistant",
+            content=response.content or "".join(turn.text),
+            reasoning_content=response.reasoning or "".join(turn.reasoning),
+            tool_calls=response.tool_calls,
+            usage=response.usage,
+            model=response.model or model.ref,
+            created_at=utcnow(),
+        )
+        if chat.content or chat.reasoning_content or chat.tool_calls:
+            await io.add_message(Message(chat, agent_name=agent.name))
+        turn.text.clear()
+        turn.reasoning.clear()
+        turn.open_calls = list(response.tool_calls)
+        usage = response.usage
+        io.add_usage(usage.input_tokens, usage.output_tokens, 0.0)
+        totals = io.session
+        info = TokenUsageInfo(
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            context_length=usage.input_tokens + usage.output_tokens,
+            cost=totals.cost,
+        )
+        await io.emit(TokenUsage(info, session_id=session.id, agent_name=agent.name))
+        return response
+
+    # --- tools ---------------------------------------------------------------------------------
+
+    async def _run_tools(self, io: TurnIO, turn: _Turn, calls: tuple[ToolCall, ...]) -> None:
+        agent = self._config.agents[turn.agent_name]
+        tools = self._tools_of(agent)
+        for call in calls:
+            tool = tools.tools.get(call.function.name)
+            definition = tool_definition(tool.spec) if tool is not None else None
+            await io.emit(ToolCallEvent(call, definition, agent.name, io.session.id))
+            result = await self._execute(io, agent, tool, call, definition)
+            chat = ChatMessage(
+                role="tool",
+                content=result.output,
+                tool_call_id=call.id,
+                is_error=result.is_error,
+                created_at=utcnow(),
+            )
+            await io.add_message(Message(chat, agent_name=agent.name))
+            turn.open_calls.remove(call)
+            response = ToolCallResponse(
+                call.id, result.output, definition, agent.name, io.session.id
+            )
+            await io.emit(response)
+
+    async def _execute(
+        self,
+        io: TurnIO,
+        agent: AgentConfig,
+        tool: Tool | None,
+        call: ToolCall,
+        definition: Any,
+    ) -> ToolResult:
+        name = call.function.name
+        if tool is None:
+            return ToolResult(f"Tool {name!r} is not available.", is_error=True)
+        decision = decide(
+            name,
+            session=io.session,
+            file_permissions=self._config.permissions,
+            needs_confirmation=tool.needs_confirmation,
+            approved_tools=self._approved_tools,
+            approve_all=self._approve_all,
+        )
+        if decision is Decision.DENY:
+            return ToolResult(f"Tool {name!r} is denied by the permissions.", is_error=True)
+        if decision is Decision.ASK:
+            answer = await self._confirm(io, agent, call, definition)
+            if not answer.type.startswith("approve"):
+                reason = f" Reason: {answer.reason}" if answer.reason else ""
+                return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
+            self._note_approval(answer, name)
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except ValueError as exc:
+            return ToolResult(f"The arguments are not valid JSON: {exc}", is_error=True)
+        if not isinstance(arguments, Mapping):
+            return ToolResult("The arguments must be a JSON object.", is_error=True)
+        try:
+            return await tool.call(arguments)
+        except Exception as exc:
+            log.warning("tool %s failed", name, exc_info=True)
+            return ToolResult(f"Tool {name!r} failed: {exc}", is_error=True)
+
+    async def _confirm(
+        self, io: TurnIO, agent: AgentConfig, call: ToolCall, definition: Any
+    ) -> ResumeRequest:
+        # One slot: resume() never blocks, and only the first answer is taken.
+        send, recv = trio.open_memory_channel[ResumeRequest](1)
+        self._confirmation = send
+        try:
+            await io.emit(ToolCallConfirmation(call, definition, agent.name, io.session.id))
+            async with recv:
+                try:
+                    return await recv.receive()
+                except trio.EndOfChannel:
+                    return ResumeRequest("reject", reason="the runtime was closed")
+        finally:
+            if self._confirmation is send:
+                self._confirmation = None
+            send.close()
+
+    def _note_approval(self, answer: ResumeRequest, name: str) -> None:
+        if answer.type == "approve-tool":
+            self._approved_tools.add(answer.tool_name or name)
+        elif answer.type == "approve-autonomous":
+            self._approve_all = True
+
+    # --- failure and interruption ------------------------------------------------------------
+
+    async def _fail(self, io: TurnIO, turn: _Turn, message: str, code: str) -> None:
+        await self._save_interrupted(io, turn)
+        agent_name = turn.agent_name or self._agent.name
+        item = ErrorItem(message=message, code=code, agent_name=agent_name, created_at=utcnow())
+        await io.add_error(item)
+        event = ErrorEvent(
+            error=message, code=code, session_id=io.session.id, agent_name=agent_name
+        )
+        await io.emit(event)
+
+    async def _save_interrupted(self, io: TurnIO, turn: _Turn) -> None:
+        """Store what the model streamed before the stop, and results for unanswered calls."""
+        text, reasoning = "".join(turn.text), "".join(turn.reasoning)
+        turn.text.clear()
+        turn.reasoning.clear()
+        if text or reasoning:
+            content = f"{text}\n\n{INTERRUPTED_NOTE}" if text else INTERRUPTED_NOTE
+            chat = ChatMessage(
+                role="assistant", content=content, reasoning_content=reasoning, created_at=utcnow()
+            )
+            await io.add_message(Message(chat, agent_name=turn.agent_name))
+        calls, turn.open_calls = turn.open_calls, []
+        for call in calls:
+            chat = ChatMessage(
+                role="tool",
+                content=INTERRUPTED_TOOL,
+                tool_call_id=call.id,
+                is_error=True,
+                created_at=utcnow(),
+            )
+            await io.add_message(Message(chat, agent_name=turn.agent_name))
+
+    # --- queues, confirmations, elicitations ---------------------------------------------------
+
+    async def steer(self, message: QueuedMessage) -> None:
+        """Queue ``message`` for the next model call. Raises QueueFull."""
+        self._steers.put(message)
+
+    async def follow_up(self, message: QueuedMessage) -> None:
+        """Queue ``message`` for the end of the turn. Raises QueueFull."""
+        self._followups.put(message)
+
+    def queue_status(self) -> QueueStatus:
+        return QueueStatus(
+            steer_depth=self._steers.depth,
+            steer_capacity=self._steers.capacity,
+            followup_depth=self._followups.depth,
+            followup_capacity=self._followups.capacity,
+        )
+
+    async def resume(self, request: ResumeRequest) -> None:
+        """Answer the pending tool confirmation. Raises NoPendingRequest when there is none."""
+        send, self._confirmation = self._confirmation, None
+        if send is None:
+            raise NoPendingRequest("no tool call is waiting for confirmation")
+        try:
+            send.send_nowait(request)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            raise NoPendingRequest("no tool call is waiting for confirmation") from None
+
+    def on_elicitation_request(self, sink: ElicitationSink | None) -> None:
+        self._elicitations.set_sink(sink)
+
+    async def resume_elicitation(
+        self, action: str, content: Mapping[str, Any] | None, elicitation_id: str = ""
+    ) -> None:
+        self._elicitations.answer(action, content, elicitation_id)
+
+    async def elicit(self, message: str, *, schema: Any = None) -> ElicitationAnswer:
+        """Ask the user for input (for tools): via the sink, and on the run stream if any."""
+        io = self._io
+        return await self._elicitations.request(
+            message,
+            session_id=io.session.id if io is not None else "",
+            schema=schema,
+            emit=io.emit if io is not None else None,
+        )
+
+    # --- agents and models ---------------------------------------------------------------------
+
+    def current_agent(self) -> CurrentAgent:
+        agent = self._agent
+        commands: dict[str, Command] = dict(agent.commands)
+        return CurrentAgent(name=agent.name, description=agent.description, commands=commands)
+
+    async def set_current_agent(self, name: str) -> None:
+        """Switch to agent ``name``. Raises AgentNotFound."""
+        if name not in self._config.agents:
+            raise AgentNotFound(f"agent not found: {name}")
+        self._agent = self._config.agents[name]
+
+    def supports_model_switching(self) -> bool:
+        return True
+
+    async def set_agent_model(self, agent: str, ref: str) -> None:
+        """Use model ``ref`` (a models name, ``auto`` or ``provider/model``) for ``agent``.
+
+        An empty ``ref`` restores the agent's own model.
+
+        Raises:
+            AgentNotFound: no such agent.
+            InvalidRequest: ``ref`` names no model.
+        """
+        if agent not in self._config.agents:
+            raise AgentNotFound(f"agent not found: {agent}")
+        if not ref:
+            self._overrides.pop(agent, None)
+            return
+        model = self._config.model_config(ref, auto=self._auto)
+        self._provider(model)
+        self._overrides[agent] = (ref, model)
+        if ref not in self._config.models and "/" in ref and ref not in self._custom:
+            self._custom.append(ref)
+
+    async def available_models(self) -> list[ModelChoice]:
+        """The models of the file, the agent's own, and custom refs; one of them is current."""
+        agent = self._agent
+        override = self._overrides.get(agent.name)
+        current = override[0] if override is not None else agent.model
+        refs = [*self._config.models, agent.model, *self._custom]
+        if override is not None:
+            refs.append(override[0])
+        choices = []
+        for ref in dict.fromkeys(refs):
+            try:
+                model = self._config.model_config(ref, auto=self._auto)
+            except GreenroomError:
+                model = ModelConfig(name=ref, provider="", model="")
+            choices.append(
+                ModelChoice(
+                    name=ref,
+                    ref=ref,
+                    provider=model.provider,
+                    model=model.model,
+                    is_default=ref == agent.model,
+                    is_current=ref == current,
+                    is_custom=ref not in self._config.models and ref != agent.model,
+                )
+            )
+        return choices
+
+    def title_models(self) -> list[ModelConfig]:
+        """Models for titles: the current agent's model's ``title_model`` (if any), then it."""
+        model = self._model_of(self._agent)
+        if not model.title_model:
+            return [model]
+        return [self._config.model_config(model.title_model, auto=self._auto), model]
+
+    def _model_of(self, agent: AgentConfig) -> ModelConfig:
+        override = self._overrides.get(agent.name)
+        if override is not None:
+            return override[1]
+        return self._config.model_config(agent.model, auto=self._auto)
+
+    def _provider(self, model: ModelConfig) -> Provider:
+        provider = self._providers.get(model)
+        if provider is None:
+            provider = self._providers[model] = self._provider_for(model)
+        return provider
+
+    def _tools_of(self, agent: AgentConfig) -> AgentTools:
+        tools = self._tools.get(agent.name)
+        if tools is None:
+            tools = self._tools[agent.name] = self._tools_for(agent)
+        return tools
+
+    async def aclose(self) -> None:
+        """Refuse further turns, decline waiting confirmations and elicitations."""
+        self._closed = True
+        if self._confirmation is not None:
+            self._confirmation.close()
+            self._confirmation = None
+        self._elicitations.close()
+        for provider in self._providers.values():
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                with trio.move_on_after(SAVE_BUDGET, shield=True):
+                    await close()
+        self._providers.clear()

@@ -1,0 +1,87 @@
+"""The messages a model call sees, built from the session's history.
+
+Nothing here changes the history: tool results are capped on copies, and the tool-call pairing is
+repaired on the way out: a tool result without its call (or a second result for one call) is
+dropped, and a call left without a result (a cancelled turn) gets a synthetic error result, so
+provider APIs that insist on the pairing accept the conversation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+
+from greenroom.domain import ChatMessage, Item, Message, Session, Summary, cap_tool_result
+
+from ._config import AgentConfig
+
+NO_RESULT = "No result provided"
+
+
+def system_prompt(agent: AgentConfig, today: dt.date | None) -> str:
+    parts = [agent.instruction.strip()] if agent.instruction.strip() else []
+    if agent.add_date and today is not None:
+        parts.append(f"Today's date: {today.isoformat()}")
+    return "\n\n".join(parts)
+
+
+def _since_summary(items: tuple[Item, ...]) -> Iterator[ChatMessage | Message]:
+    """The last summary (as a user message) and the messages after it; else every message."""
+    start = 0
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if isinstance(item, Summary):
+            yield ChatMessage(
+                role="user", content=f"Summary of the conversation so far:\n{item.summary}"
+            )
+            start = index + 1
+            break
+    for item in items[start:]:
+        if isinstance(item, Message) and item.role != "system":
+            yield item
+
+
+def _paired(messages: Iterable[ChatMessage]) -> Iterator[ChatMessage]:
+    pending: dict[str, None] = {}
+
+    def unanswered() -> Iterator[ChatMessage]:
+        for call_id in pending:
+            yield ChatMessage(role="tool", content=NO_RESULT, tool_call_id=call_id, is_error=True)
+        pending.clear()
+
+    for chat in messages:
+        if chat.role == "tool":
+            if chat.tool_call_id in pending:
+                del pending[chat.tool_call_id]
+                yield chat
+            continue
+        yield from unanswered()
+        if chat.role == "assistant" and chat.tool_calls:
+            pending.update(dict.fromkeys(call.id for call in chat.tool_calls))
+        yield chat
+    yield from unanswered()
+
+
+def build_messages(
+    session: Session,
+    agent: AgentConfig,
+    *,
+    max_tool_result_tokens: int = 0,
+    today: dt.date | None = None,
+) -> tuple[ChatMessage, ...]:
+    """System prompt first, then the history since the last summary, ready for a provider.
+
+    Args:
+        session: the session whose top-level history is sent (sub-sessions are not).
+        agent: the agent answering (its instruction and ``add_date``).
+        max_tool_result_tokens: cap of each tool result (0 = none), applied to copies.
+        today: the date stamped into the system prompt when the agent has ``add_date``.
+    """
+    history: list[ChatMessage] = []
+    for entry in _since_summary(session.items):
+        if isinstance(entry, Message):
+            entry = cap_tool_result(entry, max_tool_result_tokens).message
+        history.append(entry)
+    system = system_prompt(agent, today)
+    head = (ChatMessage(role="system", content=system),) if system else ()
+    return head + tuple(_paired(history))

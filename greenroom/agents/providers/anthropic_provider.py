@@ -1,0 +1,253 @@
+"""Anthropic's Messages API through the official ``anthropic`` SDK.
+
+One :meth:`AnthropicProvider.complete` is one streamed ``POST {base_url}/v1/messages`` in a
+client opened and closed around the call. ``text_delta`` becomes :class:`TextDelta`,
+``thinking_delta`` :class:`ReasoningDelta`, and each ``tool_use`` block's ``input_json_delta``
+fragments are joined into one tool call. Stop reasons are given in the OpenAI vocabulary the
+loop uses (``end_turn`` → ``stop``, ``tool_use`` → ``tool_calls``, ``max_tokens`` → ``length``).
+Usage: ``input_tokens`` excludes cache reads (``cached_input_tokens``) and cache writes
+(``cached_write_tokens``), as Anthropic reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+import anthropic
+import attrs
+import httpx2
+from anthropic import types as at
+
+from greenroom.domain import Usage
+from greenroom.errors import ModelError, ModelStreamMalformed
+
+from ._anthropic_messages import to_anthropic_messages, to_anthropic_tools
+from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._keys import read_key
+from ._retry import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    Retryable,
+    connection_failure,
+    status_failure,
+    with_retries,
+)
+from ._stream import StreamAssembly, idle_limit, next_within
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_KEY_VAR = "ANTHROPIC_API_KEY"
+DEFAULT_MAX_TOKENS = 8192
+"""Sent when neither the request nor the model config sets max tokens (the API requires it)."""
+DEFAULT_IDLE = 300.0
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+}
+
+
+class AnthropicProvider:
+    """Streams Messages API answers from ``config``'s endpoint.
+
+    The endpoint (``base_url``, key variable) comes from the ``config`` given here; the model
+    name, temperature and max tokens of each call from ``request.model`` (and
+    ``request.max_tokens``, which wins). The key is always required: it is read from the
+    variable ``config.token_key`` names (default ``ANTHROPIC_API_KEY``) when :meth:`complete`
+    starts, and a missing one raises :class:`~greenroom.errors.ModelKeyMissing` before any
+    request. Extended thinking is not requested; thinking blocks a server streams anyway are
+    reported as reasoning.
+
+    Attributes:
+        backoff: the retry policy for HTTP 429, 5xx (529 overloaded included), connection
+            errors, and error events that arrive before any text reached the caller.
+        idle: seconds without any data from the server before the call fails with
+            ModelTimeout (None: no limit; the caller's deadline still applies).
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        env: Mapping[str, str] = os.environ,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        idle: float | None = DEFAULT_IDLE,
+    ) -> None:
+        self.config = config
+        self.base_url = config.base_url or DEFAULT_BASE_URL
+        self.key_var = config.token_key or DEFAULT_KEY_VAR
+        self.backoff = backoff
+        self.idle = idle
+        self._env = env
+
+    async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
+        """Stream one answer; see the class docstring for keys, retries and limits.
+
+        Raises:
+            ModelKeyMissing: the key variable is unset.
+            ModelRateLimited: still rate-limited after the last attempt.
+            ModelStreamMalformed: the stream was cut, ended early or did not parse.
+            ModelTimeout: the server went silent for ``idle`` seconds.
+            ModelError: any other failure (HTTP status, connection, error event).
+        """
+        key = read_key(self._env, self.key_var, required=True, ref=request.model.ref)
+        async with anthropic.AsyncAnthropic(
+            api_key=key, base_url=self.base_url, max_retries=0
+        ) as client:
+            return await with_retries(
+                self.backoff, lambda: self._attempt(client, request, on_delta)
+            )
+
+    async def _attempt(
+        self, client: anthropic.AsyncAnthropic, request: ModelRequest, on_delta: OnDelta
+    ) -> ModelResponse:
+        ref = request.model.ref
+        state = _State(StreamAssembly(on_delta))
+        try:
+            stream = await self._open(client, request)
+        except anthropic.APIError as exc:
+            raise self._failure(exc, ref, started=False, emitted=False) from exc
+        async with stream:
+            events = aiter(stream)
+            while True:
+                try:
+                    event = await next_within(events, self.idle, ref)
+                except anthropic.APIError as exc:
+                    emitted = state.asm.emitted
+                    raise self._failure(exc, ref, started=True, emitted=emitted) from exc
+                except httpx2.TransportError as exc:
+                    # The SDK leaves some mid-stream network errors unwrapped.
+                    raise self._transport_failure(exc, ref, emitted=state.asm.emitted) from exc
+                except json.JSONDecodeError as exc:
+                    raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
+                if event is None:
+                    break
+                try:
+                    await state.apply(event)
+                except (AttributeError, TypeError, ValueError) as exc:
+                    raise ModelStreamMalformed(f"{ref}: unexpected stream event: {exc}") from exc
+        if not state.stopped:
+            raise ModelStreamMalformed(f"{ref}: the stream ended before message_stop")
+        return state.asm.response()
+
+    async def _open(
+        self, client: anthropic.AsyncAnthropic, request: ModelRequest
+    ) -> anthropic.AsyncStream[at.RawMessageStreamEvent]:
+        model = request.model
+        system, messages = to_anthropic_messages(request.messages)
+        tools = to_anthropic_tools(request.tools)
+        with idle_limit(self.idle, model.ref):
+            return await client.messages.create(
+                model=model.model,
+                messages=messages,
+                max_tokens=request.max_tokens or model.max_tokens or DEFAULT_MAX_TOKENS,
+                stream=True,
+                system=system if system else anthropic.omit,
+                tools=tools if tools else anthropic.omit,
+                # This SDK release has no temperature argument; the API still takes it.
+                extra_body={"temperature": model.temperature}
+                if model.temperature is not None
+                else None,
+            )
+
+    def _failure(
+        self, exc: anthropic.APIError, ref: str, *, started: bool, emitted: bool
+    ) -> ModelError | Retryable:
+        """Our error for an SDK failure, wrapped in Retryable when another attempt may help."""
+        if isinstance(exc, anthropic.APIStatusError):
+            # An error event inside a 200 stream arrives as an APIStatusError too.
+            return status_failure(
+                ref,
+                exc.status_code,
+                exc.api_message or exc.message,
+                key_var=self.key_var,
+                emitted=emitted,
+                rate_limited=exc.type == "rate_limit_error",
+                overloaded=exc.type in ("overloaded_error", "api_error"),
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            return connection_failure(
+                ref,
+                self.base_url,
+                f"{exc.message} {exc.__cause__!r}" if exc.__cause__ else exc.message,
+                timed_out=isinstance(exc, anthropic.APITimeoutError),
+                started=started,
+                emitted=emitted,
+            )
+        return ModelError(f"{ref}: {exc.message}")
+
+    def _transport_failure(
+        self, exc: httpx2.TransportError, ref: str, *, emitted: bool
+    ) -> ModelError | Retryable:
+        return connection_failure(
+            ref,
+            self.base_url,
+            repr(exc),
+            timed_out=isinstance(exc, httpx2.TimeoutException),
+            started=True,
+            emitted=emitted,
+        )
+
+
+@attrs.define
+class _State:
+    """One attempt's stream: the assembly plus what only Anthropic's events need."""
+
+    asm: StreamAssembly
+    stopped: bool = False
+    # A tool_use block's input from content_block_start, used when no input_json_delta follows.
+    start_inputs: dict[int, str] = attrs.Factory(dict)
+
+    async def apply(self, event: at.RawMessageStreamEvent) -> None:
+        asm = self.asm
+        if isinstance(event, at.RawContentBlockDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, at.TextDelta):
+                await asm.text(delta.text)
+            elif isinstance(delta, at.ThinkingDelta):
+                await asm.reasoning(delta.thinking)
+            elif isinstance(delta, at.InputJSONDelta):
+                self.start_inputs.pop(event.index, None)
+                asm.tool_fragment(event.index, arguments=delta.partial_json)
+        elif isinstance(event, at.RawContentBlockStartEvent):
+            block = event.content_block
+            if isinstance(block, at.ToolUseBlock):
+                asm.tool_fragment(event.index, call_id=block.id, name=block.name)
+                if block.input:
+                    self.start_inputs[event.index] = json.dumps(block.input)
+            elif isinstance(block, at.TextBlock):
+                await asm.text(block.text)
+            elif isinstance(block, at.ThinkingBlock):
+                await asm.reasoning(block.thinking)
+        elif isinstance(event, at.RawContentBlockStopEvent):
+            if (start_input := self.start_inputs.pop(event.index, None)) is not None:
+                asm.tool_fragment(event.index, arguments=start_input)
+        elif isinstance(event, at.RawMessageStartEvent):
+            asm.model = event.message.model
+            asm.usage = _usage(asm.usage, event.message.usage)
+        elif isinstance(event, at.RawMessageDeltaEvent):
+            if event.delta.stop_reason:
+                reason = event.delta.stop_reason
+                asm.stop_reason = _STOP_REASONS.get(reason, reason)
+            asm.usage = _usage(asm.usage, event.usage)
+        elif isinstance(event, at.RawMessageStopEvent):
+            self.stopped = True
+
+
+def _usage(usage: Usage, reported: at.Usage | at.MessageDeltaUsage) -> Usage:
+    """``usage`` updated with the figures ``reported`` carries (message_delta omits some)."""
+    details = reported.output_tokens_details
+    return Usage(
+        input_tokens=_or(reported.input_tokens, usage.input_tokens),
+        output_tokens=reported.output_tokens,
+        cached_input_tokens=_or(reported.cache_read_input_tokens, usage.cached_input_tokens),
+        cached_write_tokens=_or(reported.cache_creation_input_tokens, usage.cached_write_tokens),
+        reasoning_tokens=details.thinking_tokens if details else usage.reasoning_tokens,
+    )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value

@@ -1,0 +1,243 @@
+"""Any OpenAI-compatible Chat Completions endpoint, through the official ``openai`` SDK.
+
+One :meth:`OpenAIProvider.complete` is one streamed ``POST {base_url}/chat/completions`` (with
+``stream_options.include_usage``), in a client opened and closed around the call. Content
+deltas become :class:`TextDelta`; a ``reasoning_content`` or ``reasoning`` field on a delta
+(DeepSeek, vLLM, Ollama, OpenRouter) becomes :class:`ReasoningDelta`; tool-call fragments are
+joined by their ``index``.
+
+Usage follows Anthropic's convention: ``input_tokens`` excludes cached prompt tokens, which are
+counted in ``cached_input_tokens``; ``output_tokens`` includes ``reasoning_tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+import httpx2
+import openai
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk
+
+from greenroom.domain import Usage
+from greenroom.errors import ModelError, ModelStreamMalformed
+
+from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._keys import read_key
+from ._openai_messages import to_openai_messages, to_openai_tools
+from ._retry import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    Retryable,
+    connection_failure,
+    status_failure,
+    with_retries,
+)
+from ._stream import StreamAssembly, idle_limit, next_within
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_KEY_VAR = "OPENAI_API_KEY"
+DEFAULT_IDLE = 300.0
+"""Seconds a stream may stay silent (also while waiting for the response headers)."""
+
+
+class OpenAIProvider:
+    """Streams Chat Completions from ``config``'s endpoint.
+
+    The endpoint (``base_url``, key variable) comes from the ``config`` given here; the model
+    name, temperature and max tokens of each call come from ``request.model`` (and
+    ``request.max_tokens``, which wins).
+
+    Keys: the key is read from the variable ``config.token_key`` names (default
+    ``OPENAI_API_KEY``) when :meth:`complete` starts, so a missing key fails the call with
+    :class:`~greenroom.errors.ModelKeyMissing` and sends nothing. A local server needs no key:
+    when ``config.base_url`` is set and ``config.token_key`` is not, a missing key is replaced
+    by a placeholder (a server that does want one then answers 401, reported as a ModelError
+    naming the variable). ``require_key`` overrides this rule; ``default_key_var`` replaces
+    ``OPENAI_API_KEY`` (``""``: no variable, for servers that never take a key).
+
+    Attributes:
+        backoff: the retry policy for HTTP 429, 5xx and connection errors.
+        idle: seconds without any data from the server before the call fails with
+            ModelTimeout (None: no limit; the caller's deadline still applies).
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        env: Mapping[str, str] = os.environ,
+        require_key: bool | None = None,
+        default_key_var: str = DEFAULT_KEY_VAR,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        idle: float | None = DEFAULT_IDLE,
+    ) -> None:
+        self.config = config
+        self.base_url = config.base_url or DEFAULT_BASE_URL
+        self.key_var = config.token_key or default_key_var
+        if require_key is None:
+            require_key = not (config.base_url and not config.token_key)
+        self.require_key = require_key
+        self.backoff = backoff
+        self.idle = idle
+        self._env = env
+
+    async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
+        """Stream one answer; see the class docstring for keys, retries and limits.
+
+        Raises:
+            ModelKeyMissing: the key variable is unset (and a key is required).
+            ModelRateLimited: still HTTP 429 after the last attempt.
+            ModelStreamMalformed: the stream was cut, ended early or did not parse.
+            ModelTimeout: the server went silent for ``idle`` seconds.
+            ModelError: any other failure (HTTP status, connection, error in the stream).
+        """
+        ref = request.model.ref
+        key = read_key(self._env, self.key_var, required=self.require_key, ref=ref)
+        async with openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0) as client:
+            return await with_retries(
+                self.backoff, lambda: self._attempt(client, request, on_delta)
+            )
+
+    async def _attempt(
+        self, client: openai.AsyncOpenAI, request: ModelRequest, on_delta: OnDelta
+    ) -> ModelResponse:
+        ref = request.model.ref
+        asm = StreamAssembly(on_delta)
+        try:
+            stream = await self._open(client, request)
+        except openai.APIError as exc:
+            raise self._failure(exc, ref, started=False, emitted=False) from exc
+        async with stream:
+            events = aiter(stream)
+            while True:
+                try:
+                    chunk = await next_within(events, self.idle, ref)
+                except openai.APIError as exc:
+                    raise self._failure(exc, ref, started=True, emitted=asm.emitted) from exc
+                except httpx2.TransportError as exc:
+                    # The SDK leaves some mid-stream network errors unwrapped.
+                    raise self._transport_failure(exc, ref, emitted=asm.emitted) from exc
+                except json.JSONDecodeError as exc:
+                    raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
+                if chunk is None:
+                    break
+                await _apply(chunk, asm, ref)
+        if not asm.stop_reason:
+            raise ModelStreamMalformed(f"{ref}: the stream ended before the model finished")
+        return asm.response()
+
+    async def _open(
+        self, client: openai.AsyncOpenAI, request: ModelRequest
+    ) -> openai.AsyncStream[ChatCompletionChunk]:
+        model = request.model
+        max_tokens = request.max_tokens or model.max_tokens
+        # The official API wants max_completion_tokens (o-series refuse max_tokens); compatible
+        # servers mostly know only max_tokens.
+        official = self.base_url == DEFAULT_BASE_URL
+        tools = to_openai_tools(request.tools)
+        with idle_limit(self.idle, model.ref):
+            return await client.chat.completions.create(
+                model=model.model,
+                messages=to_openai_messages(request.messages),
+                stream=True,
+                stream_options={"include_usage": True},
+                tools=tools if tools else openai.omit,
+                temperature=model.temperature if model.temperature is not None else openai.omit,
+                max_tokens=max_tokens if max_tokens and not official else openai.omit,
+                max_completion_tokens=max_tokens if max_tokens and official else openai.omit,
+            )
+
+    def _failure(
+        self, exc: openai.APIError, ref: str, *, started: bool, emitted: bool
+    ) -> ModelError | Retryable:
+        """Our error for an SDK failure, wrapped in Retryable when another attempt may help."""
+        if isinstance(exc, openai.APIStatusError):
+            return status_failure(ref, exc.status_code, _detail(exc), key_var=self.key_var)
+        if isinstance(exc, openai.APIConnectionError):
+            return connection_failure(
+                ref,
+                self.base_url,
+                f"{exc.message} {exc.__cause__!r}" if exc.__cause__ else exc.message,
+                timed_out=isinstance(exc, openai.APITimeoutError),
+                started=started,
+                emitted=emitted,
+            )
+        # An error object sent inside the stream (OpenRouter and others do this).
+        return ModelError(f"{ref}: {_detail(exc)}")
+
+    def _transport_failure(
+        self, exc: httpx2.TransportError, ref: str, *, emitted: bool
+    ) -> ModelError | Retryable:
+        return connection_failure(
+            ref,
+            self.base_url,
+            repr(exc),
+            timed_out=isinstance(exc, httpx2.TimeoutException),
+            started=True,
+            emitted=emitted,
+        )
+
+
+async def _apply(chunk: ChatCompletionChunk, asm: StreamAssembly, ref: str) -> None:
+    try:
+        reasoning, text = _read_chunk(chunk, asm)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ModelStreamMalformed(f"{ref}: unexpected stream chunk: {exc}") from exc
+    await asm.reasoning(reasoning)
+    await asm.text(text)
+
+
+def _read_chunk(chunk: ChatCompletionChunk, asm: StreamAssembly) -> tuple[str, str]:
+    """Record the chunk's tool calls, usage and finish reason; return its reasoning and text."""
+    if chunk.model:
+        asm.model = chunk.model
+    if chunk.usage is not None:
+        asm.usage = _usage(chunk.usage)
+    reasoning, text = [], []
+    for choice in chunk.choices:
+        if choice.index != 0:
+            continue
+        delta = choice.delta
+        for call in delta.tool_calls or ():
+            function = call.function
+            asm.tool_fragment(
+                call.index,
+                call_id=call.id,
+                name=function.name if function else None,
+                arguments=(function.arguments or "") if function else "",
+            )
+        if choice.finish_reason:
+            asm.stop_reason = choice.finish_reason
+        for field in ("reasoning_content", "reasoning"):
+            value = getattr(delta, field, None)
+            if isinstance(value, str) and value:
+                reasoning.append(value)
+                break
+        text.append(delta.content or "")
+    return "".join(reasoning), "".join(text)
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    prompt = usage.prompt_tokens_details
+    completion = usage.completion_tokens_details
+    cached = (prompt.cached_tokens or 0) if prompt else 0
+    return Usage(
+        input_tokens=max(usage.prompt_tokens - cached, 0),
+        output_tokens=usage.completion_tokens,
+        cached_input_tokens=cached,
+        cached_write_tokens=(prompt.cache_write_tokens or 0) if prompt else 0,
+        reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
+
+
+def _detail(exc: openai.APIError) -> str:
+    """The server's own error message when the body has one."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return exc.message

@@ -1,0 +1,217 @@
+"""``greenroom serve``: the store, the registry and the HTTP server, started and stopped in order.
+
+::
+
+    trio.run(serve)
+    └─ open_store                  opened first, closed last
+       └─ open_registry            session actors
+          └─ nursery: signal watcher + hypercorn (shutdown_trigger = stop)
+
+Shutdown (SIGINT/SIGTERM): stop accepting, end open SSE streams and close WebSockets with 1001,
+let hypercorn drain, let every actor persist, close the store, exit 0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import hypercorn.trio
+import trio
+from hypercorn.config import Config, Sockets
+
+from greenroom.actors import Registry, open_registry
+from greenroom.agents import AgentSources, LocalRuntimeFactory
+from greenroom.agents._tools import default_tools_for
+from greenroom.errors import GreenroomError, InvalidRequest
+from greenroom.persistence import Store, open_memory_store, open_sqlite_store
+from greenroom.transport import AppConfig, ShieldedSend, create_app
+
+log = logging.getLogger("greenroom")
+
+# A client that stops reading is dropped by the kernel after this long with unacknowledged
+# data (hypercorn shields its writes, so no deadline in Python can free such a task).
+TCP_USER_TIMEOUT_MS = 30_000
+SEND_BUFFER = 256 * 1024
+WS_MAX_MESSAGE = 4 * 1024 * 1024  # larger frames than the API's 1 MiB get an error reply first
+
+
+def default_db_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "greenroom" / "sessions.sqlite3"
+
+
+@attrs.frozen
+class ServeConfig:
+    agent_paths: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8080
+    db: str = ""  # "" = default_db_path(); ":memory:" = in-memory store
+    auth_token: str = ""
+    insecure_no_auth: bool = False
+    cors_origins: tuple[str, ...] = ()
+    working_dir_root: str | None = None
+    graceful_timeout: float = 5.0
+
+
+class ConfigError(InvalidRequest):
+    code = "config_error"
+
+
+def check_exposure(cfg: ServeConfig) -> None:
+    """Refuse to serve a non-loopback address without a token unless told to."""
+    if cfg.auth_token or cfg.insecure_no_auth:
+        return
+    host = cfg.host.strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to serve {cfg.host} without an auth token: pass --auth-token (or set "
+            "GREENROOM_AUTH_TOKEN), or --insecure-no-auth if the network is trusted"
+        )
+
+
+class SourcesCatalog:
+    """What GET /api/agents shows, read from the agent sources."""
+
+    def __init__(self, sources: AgentSources) -> None:
+        self.sources = sources
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        return [entry.to_json() for entry in self.sources.list()]
+
+    def agent_config(self, source: str) -> dict[str, Any]:
+        return self.sources.get_json(source)
+
+    async def tool_count(self, source: str, agent_name: str) -> int:
+        await trio.lowlevel.checkpoint()
+        agent = self.sources.get(source).agent(agent_name)
+        return len(default_tools_for(agent).specs)
+
+
+@asynccontextmanager
+async def open_store(db: str) -> AsyncIterator[Store]:
+    if db == ":memory:":
+        async with open_memory_store() as memory:
+            yield memory
+        return
+    path = Path(db) if db else default_db_path()
+    await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
+    async with open_sqlite_store(path) as sqlite:
+        yield sqlite
+
+
+class _HypercornConfig(Config):
+    def create_sockets(self) -> Sockets:
+        sockets = super().create_sockets()
+        for sock in sockets.insecure_sockets:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                if hasattr(socket, "TCP_USER_TIMEOUT"):
+                    sock.setsockopt(
+                        socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, TCP_USER_TIMEOUT_MS
+                    )
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        return sockets
+
+
+def hypercorn_config(cfg: ServeConfig) -> Config:
+    config = _HypercornConfig()
+    host = f"[{cfg.host}]" if ":" in cfg.host and not cfg.host.startswith("[") else cfg.host
+    config.bind = [f"{host}:{cfg.port}"]
+    config.graceful_timeout = cfg.graceful_timeout
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.websocket_max_message_size = WS_MAX_MESSAGE
+    config.keep_alive_timeout = 75
+    config.h11_max_incomplete_size = 64 * 1024
+    return config
+
+
+def load_sources(paths: tuple[str, ...]) -> AgentSources:
+    """Agent sources from files and directories (or the bundled agent); every file must load."""
+    sources = AgentSources.from_paths(paths) if paths else AgentSources.bundled()
+    keys = sources.keys()
+    for key in keys:
+        sources.get(key)  # raises AgentConfigError with file:line: path: what is wrong
+    return sources
+
+
+async def serve(
+    cfg: ServeConfig, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve until SIGINT/SIGTERM (or cancellation); reports the bound URL once listening."""
+    check_exposure(cfg)
+    sources = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+    async with (
+        open_store(cfg.db) as store,
+        open_registry(store, LocalRuntimeFactory(sources)) as registry,
+    ):
+        app_config = AppConfig(
+            auth_token=cfg.auth_token,
+            cors_origins=cfg.cors_origins,
+            working_dir_root=cfg.working_dir_root,
+        )
+        app = create_app(registry, SourcesCatalog(sources), app_config)
+        context = app.greenroom  # type: ignore[attr-defined]
+        stop = trio.Event()
+
+        def begin_shutdown() -> None:
+            if stop.is_set():
+                return
+            log.info("shutting down")
+            context.shutting_down.set()  # WebSockets close with 1001
+            registry.end_subscriptions()  # /events streams end (clients resume later)
+            registry.cancel_turns()  # run streams end; their sessions persist
+            stop.set()
+
+        async with trio.open_nursery() as nursery:
+
+            async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                await hypercorn.trio.serve(
+                    ShieldedSend(app),
+                    hypercorn_config(cfg),
+                    shutdown_trigger=stop.wait,
+                    task_status=task_status,
+                )
+                nursery.cancel_scope.cancel(reason="server stopped")
+
+            nursery.start_soon(_watch_signals, begin_shutdown)
+            binds = await nursery.start(run_server)
+            url = binds[0]
+            print(f"greenroom listening on {url}", flush=True)
+            task_status.started(url)
+        _ = registry
+
+
+async def _watch_signals(begin_shutdown: Any) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            begin_shutdown()
+
+
+def run(cfg: ServeConfig) -> int:
+    """Run the server in this process; 0 after a clean shutdown, 2 for a configuration error."""
+    failed = False
+    try:
+        trio.run(partial(serve, cfg))
+    except* GreenroomError as group:
+        failed = True
+        for exc in group.exceptions:
+            print(f"greenroom: {exc}", file=sys.stderr)
+    return 2 if failed else 0
+
+
+__all__ = ["Registry", "ServeConfig", "check_exposure", "default_db_path", "run", "serve"]

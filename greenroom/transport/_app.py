@@ -1,0 +1,183 @@
+"""The quart-trio application: routes from the operation table, auth, CORS, JSON errors."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import trio
+from quart import Response, request, websocket
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from greenroom.actors import Registry
+from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
+
+from ._errors import map_error
+from ._json import dumps, parse_body
+from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
+from ._sse import log_events, run_events
+
+PUBLIC_PATHS = frozenset({"/health", "/ready"})
+SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
+CORS_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID"
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(body), status, headers or {}, content_type="application/json")
+
+
+def error_response(exc: GreenroomError, op: Operation | None = None) -> Response:
+    status, body, headers = map_error(exc, op)
+    return json_response(body, status, headers)
+
+
+def check_bearer(header: str, token: str) -> None:
+    """Raise Unauthorized unless ``header`` is ``Bearer <token>`` (constant-time compare)."""
+    if not header:
+        raise Unauthorized("missing Authorization header")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        raise Unauthorized("invalid Authorization header format")
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise Unauthorized("invalid token")
+
+
+def _quart_path(path: str) -> str:
+    return re.sub(r"{(\w+)}", r"<\1>", path)
+
+
+async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Request:
+    body = None
+    if op.body is not None:
+        if request.content_length is not None and request.content_length > limit:
+            raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+        data = await request.get_data(cache=False, as_text=False)
+        assert isinstance(data, bytes)
+        body = parse_body(data, op.body, empty_ok=not op.body_required)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return Request(params, dict(request.args), headers, body)
+
+
+def create_app(
+    registry: Registry, agents: AgentCatalog, config: AppConfig | None = None
+) -> QuartTrio:
+    """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`."""
+    config = config or AppConfig()
+    app = QuartTrio("greenroom")
+    app.config["RESPONSE_TIMEOUT"] = None  # Quart's 60 s default would cut every stream
+    app.config["BODY_TIMEOUT"] = 60
+    app.config["MAX_CONTENT_LENGTH"] = config.max_body
+    ctx = Context(registry, agents, config)
+    app.greenroom = ctx  # type: ignore[attr-defined]
+
+    def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:
+        async def view(**params: str) -> Response:
+            try:
+                req = await _read_request(op, params, config.max_body)
+                result = await op.handler(ctx, req)
+            except GreenroomError as exc:
+                return error_response(exc, op)
+            if op.stream:
+                if op.name == "events":
+                    body = log_events(result, config.heartbeat, ctx.shutting_down)
+                else:
+                    body = run_events(result)
+                response = Response(body, 200, SSE_HEADERS, mimetype="text/event-stream")
+                response.timeout = None
+                return response
+            assert isinstance(result, Reply)
+            return json_response(result.body, result.status, dict(result.headers))
+
+        view.__name__ = op.name
+        return view
+
+    for op in OPERATIONS:
+        if op.rest:
+            app.add_url_rule(
+                _quart_path(op.path), endpoint=op.name, view_func=make_view(op), methods=[op.method]
+            )
+
+    @app.before_request
+    async def authenticate() -> Response | None:
+        if request.method == "OPTIONS" and config.cors_origins:
+            return _preflight(config)
+        if config.auth_token and request.path not in PUBLIC_PATHS:
+            try:
+                check_bearer(request.headers.get("Authorization", ""), config.auth_token)
+            except Unauthorized as exc:
+                return error_response(exc)
+        return None
+
+    @app.after_request
+    async def cors(response: Response) -> Response:
+        origin = request.headers.get("Origin", "")
+        if origin and _origin_allowed(origin, config):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+        return response
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        codes = {404: "route_not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        body = {"message": exc.description or exc.name, "code": codes.get(status, "http_error")}
+        headers = {k: v for k, v in exc.get_headers() if k.lower() == "allow"}
+        return json_response(body, status, headers)
+
+    @app.errorhandler(GreenroomError)
+    async def greenroom_error(exc: GreenroomError) -> Response:
+        return error_response(exc)
+
+    from ._ws import register_websocket
+
+    register_websocket(app, ctx)
+    return app
+
+
+def _origin_allowed(origin: str, config: AppConfig) -> bool:
+    return "*" in config.cors_origins or origin in config.cors_origins
+
+
+def _preflight(config: AppConfig) -> Response:
+    origin = request.headers.get("Origin", "")
+    response = Response("", 204)
+    if _origin_allowed(origin, config):
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Allow-Methods"] = "GET, POST, PATCH, DELETE, OPTIONS"
+        response.headers["Access-Control-Allow-Headers"] = CORS_HEADERS
+        response.headers["Access-Control-Max-Age"] = "600"
+        response.headers["Vary"] = "Origin"
+    return response
+
+
+ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
+
+
+class ShieldedSend:
+    """ASGI middleware: finish every HTTP ``send`` even if quart-trio cancels the request.
+
+    quart-trio cancels its per-request nursery while hypercorn may still be writing the
+    response from inside the app's task; shielding each send keeps keep-alive connections,
+    ``Connection: close`` and early error replies healthy (a client that never reads is
+    dropped by the kernel: see the socket options in serve.py).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app: ASGIApp = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def shielded_send(message: Any) -> None:
+            with trio.CancelScope(shield=True):
+                await send(message)
+
+        await self.app(scope, receive, shielded_send)
+
+
+__all__ = ["ShieldedSend", "check_bearer", "create_app", "websocket"]

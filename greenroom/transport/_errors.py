@@ -1,0 +1,28 @@
+"""Mapping errors to statuses, bodies and headers: the one place it happens."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from greenroom.errors import GreenroomError, QueueFull
+
+from ._json import error_body
+
+if TYPE_CHECKING:
+    from ._ops import Operation
+
+
+def map_error(
+    exc: GreenroomError, op: Operation | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(status, JSON body, headers) for ``exc`` raised by ``op``."""
+    status, code = exc.status, None
+    if op is not None:
+        for cls, (override_status, override_code) in op.overrides.items():
+            if isinstance(exc, cls):
+                status, code = override_status, override_code
+                break
+    headers = {}
+    if isinstance(exc, QueueFull):
+        headers["Retry-After"] = str(exc.retry_after)
+    return status, error_body(exc, code=code), headers

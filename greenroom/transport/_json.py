@@ -1,0 +1,80 @@
+"""Reading request JSON safely and writing error bodies: the transport's edge."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from greenroom.domain import parse
+from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
+
+T = TypeVar("T")
+
+MAX_BODY = 1024 * 1024
+MAX_DEPTH = 64
+
+
+def _check_depth(raw: str) -> None:
+    # Deep nesting makes json.loads recurse until RecursionError; refuse it before parsing.
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    raise InvalidRequest(f"JSON nested deeper than {MAX_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+
+
+def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
+    """Decode a JSON body: 413 over ``limit``, 400 for bad UTF-8, bad JSON or deep nesting."""
+    if len(data) > limit:
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+    if not data.strip():
+        if empty is not None:
+            return empty
+        raise InvalidRequest("request body is empty; expected JSON")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"request body is not valid UTF-8 (byte {exc.start})") from None
+    _check_depth(text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise InvalidRequest(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+
+
+def parse_body(data: bytes, cls: type[T], *, empty_ok: bool = False) -> T:
+    value = load_json(data, empty={} if empty_ok else None)
+    if not isinstance(value, dict):
+        raise InvalidRequest("$: expected a JSON object")
+    return parse(value, cls)
+
+
+def error_body(exc: GreenroomError, *, code: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": exc.message, "code": code or exc.code}
+    path = getattr(exc, "path", None)
+    if isinstance(exc, InvalidRequest) and path and path != "$":
+        body["path"] = path
+    return body
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,238 @@
+"""The WebSocket API (``GET /api/ws``): every operation of the table, plus subscriptions.
+
+Client frames are ``{"id": ..., "op": ..., <fields>}``; replies ``{"id", "ok": true, "result"}``
+or ``{"id", "ok": false, "error": {"status", "code", "message"}}``; events
+``{"session_id", "seq", "event"}`` (with ``"run": <id>`` for events of a ``run`` op). All
+outgoing frames go through one bounded queue: a client that cannot keep up is closed with 1013
+and resumes by resubscribing with ``since``. Bad frames get an error reply, never a hang-up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import trio
+from quart import Response, websocket
+from quart_trio import QuartTrio
+
+from greenroom.actors import LogEntry, RunStream, Subscription
+from greenroom.domain import SessionExited, parse
+from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthorized
+
+from ._errors import map_error
+from ._json import MAX_BODY, load_json
+from ._ops import BY_NAME, Context, Operation, Reply, Request
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for a slot
+CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008
+CLOSE_TRY_AGAIN = 1013
+_FRAME_KEYS = frozenset({"id", "op"})
+
+
+class _SlowClient(Exception):
+    pass
+
+
+def register_websocket(app: QuartTrio, ctx: Context) -> None:
+    @app.websocket("/api/ws")
+    async def ws_endpoint() -> Response | None:
+        subprotocol = None
+        if ctx.config.auth_token:
+            try:
+                subprotocol = _authenticate(ctx.config.auth_token)
+            except Unauthorized as exc:
+                status, body, _ = map_error(exc)
+                return Response(json.dumps(body), status, content_type="application/json")
+        await websocket.accept(subprotocol=subprotocol)
+        await Connection(ctx).serve()
+        return None
+
+
+def _authenticate(token: str) -> str | None:
+    """Accept ``Authorization: Bearer`` or, for browsers, ``Sec-WebSocket-Protocol:
+    bearer.<token>`` (echoed back as the chosen subprotocol)."""
+    from ._app import check_bearer
+
+    header = websocket.headers.get("Authorization", "")
+    if header:
+        check_bearer(header, token)
+        return None
+    for protocol in websocket.requested_subprotocols:
+        if protocol.startswith("bearer."):
+            check_bearer(f"Bearer {protocol.removeprefix('bearer.')}", token)
+            return protocol
+    raise Unauthorized("missing Authorization header")
+
+
+class Connection:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._out_send, self._out_recv = trio.open_memory_channel[str](ctx.config.ws_buffer)
+        self._limiter = trio.CapacityLimiter(MAX_IN_FLIGHT)
+        self._subscriptions: dict[str, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self._close_code = 1000
+
+    async def serve(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._watch_shutdown)
+                await self._reader()
+                nursery.cancel_scope.cancel()
+        except* _SlowClient:
+            pass
+        if self._close_code != 1000:
+            with trio.move_on_after(1, shield=True):
+                await websocket.close(self._close_code)
+
+    async def _watch_shutdown(self) -> None:
+        await self.ctx.shutting_down.wait()
+        self._close(CLOSE_GOING_AWAY)
+
+    def _close(self, code: int) -> None:
+        self._close_code = code
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+
+    async def _writer(self) -> None:
+        async with self._out_recv:
+            async for frame in self._out_recv:
+                await websocket.send(frame)
+
+    def send(self, frame: str) -> None:
+        """Queue a frame; a full queue means the client cannot keep up: close with 1013."""
+        try:
+            self._out_send.send_nowait(frame)
+        except trio.WouldBlock:
+            self._close(CLOSE_TRY_AGAIN)
+        except trio.ClosedResourceError:
+            pass
+
+    def reply(self, frame_id: Any, result: Any) -> None:
+        self.send(json.dumps({"id": frame_id, "ok": True, "result": result}))
+
+    def fail(self, frame_id: Any, exc: GreenroomError, op: Operation | None = None) -> None:
+        status, body, _ = map_error(exc, op)
+        error = {"status": status, **body}
+        self.send(json.dumps({"id": frame_id, "ok": False, "error": error}))
+
+    async def _reader(self) -> None:
+        while True:
+            raw = await websocket.receive()
+            data = raw.encode() if isinstance(raw, str) else raw
+            try:
+                frame = load_json(data, limit=MAX_BODY)
+                if not isinstance(frame, dict):
+                    raise InvalidRequest("$: a frame must be a JSON object")
+            except GreenroomError as exc:
+                self.fail(None, exc)
+                continue
+            await self._limiter.acquire_on_behalf_of(frame_ref := object())
+            assert self._nursery is not None
+            self._nursery.start_soon(self._handle, frame, frame_ref)
+
+    async def _handle(self, frame: dict[str, Any], ref: object) -> None:
+        frame_id = frame.get("id")
+        op_name = frame.get("op")
+        op = BY_NAME.get(op_name) if isinstance(op_name, str) else None
+        try:
+            if op_name == "subscribe":
+                await self._subscribe(frame_id, frame)
+            elif op_name == "unsubscribe":
+                self._unsubscribe(frame_id, frame)
+            elif op is None or not op.websocket:
+                raise NotFound(f"unknown op {op_name!r}")
+            else:
+                await self._run_op(op, frame_id, frame)
+        except GreenroomError as exc:
+            self.fail(frame_id, exc, op)
+        finally:
+            self._limiter.release_on_behalf_of(ref)
+
+    async def _run_op(self, op: Operation, frame_id: Any, frame: dict[str, Any]) -> None:
+        params = {name: _text(frame, name) for name in op.params}
+        if op.name == "run" and "agent_name" in frame:
+            params["agent_name"] = _text(frame, "agent_name")
+        query = {k: str(frame[k]) for k in op.query if k in frame and frame[k] is not None}
+        headers = {}
+        if "idempotency_key" in frame:
+            headers["idempotency-key"] = _text(frame, "idempotency_key")
+        body: Any = None
+        if op.body is not None:
+            skip = _FRAME_KEYS | set(params) | set(query) | {"agent_name", "idempotency_key"}
+            body = parse({k: v for k, v in frame.items() if k not in skip}, op.body)
+        result = await op.handler(self.ctx, Request(params, query, headers, body))
+        if op.stream:
+            await self._stream_run(frame_id, params["session_id"], result)
+            return
+        assert isinstance(result, Reply)
+        self.reply(frame_id, result.body)
+
+    async def _stream_run(self, frame_id: Any, session_id: str, stream: RunStream) -> None:
+        self.reply(frame_id, {"streaming": True})
+        run = json.dumps(frame_id)
+        try:
+            async for entry in stream:
+                self.send(event_frame(session_id, entry, run=run))
+        finally:
+            stream.close()
+        self.send(json.dumps({"session_id": session_id, "run": frame_id, "end": True}))
+
+    async def _subscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
+        session_id = _text(frame, "session_id")
+        since = frame.get("since")
+        if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
+            raise InvalidRequest("$.since: expected integer", path="$.since")
+        subscription = await self.ctx.registry.subscribe(session_id, since)
+        previous = self._subscriptions.pop(session_id, None)
+        if previous is not None:
+            previous.cancel()
+        scope = trio.CancelScope()
+        self._subscriptions[session_id] = scope
+        self.reply(frame_id, {"subscribed": session_id})
+        assert self._nursery is not None
+        self._nursery.start_soon(self._pump, session_id, subscription, scope)
+
+    async def _pump(
+        self, session_id: str, subscription: Subscription, scope: trio.CancelScope
+    ) -> None:
+        reason = "unsubscribed"
+        with subscription, scope:
+            exited = False
+            async for entry in subscription:
+                self.send(event_frame(session_id, entry))
+                exited = isinstance(entry.event, SessionExited)
+            reason = "session_exited" if exited else "dropped"
+        if self._subscriptions.get(session_id) is scope:
+            del self._subscriptions[session_id]
+            end = {"session_id": session_id, "subscription_ended": True, "reason": reason}
+            self.send(json.dumps(end))
+
+    def _unsubscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
+        session_id = _text(frame, "session_id")
+        scope = self._subscriptions.pop(session_id, None)
+        if scope is not None:
+            scope.cancel()
+        self.reply(frame_id, {"unsubscribed": session_id, "was_subscribed": scope is not None})
+
+
+def event_frame(session_id: str, entry: LogEntry, *, run: str | None = None) -> str:
+    """An event frame around the entry's JSON, which was encoded once for every consumer."""
+    head = f'{{"session_id":{json.dumps(session_id)},'
+    if run is not None:
+        head += f'"run":{run},'
+    return f'{head}"seq":{entry.seq},"event":{entry.data.decode()}}}'
+
+
+def _text(frame: dict[str, Any], key: str) -> str:
+    value = frame.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f"$.{key}: expected a non-empty string", path=f"$.{key}")
+    return value

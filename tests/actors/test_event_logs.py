@@ -1,0 +1,306 @@
+"""Unit tests of a session's event log (greenroom/actors/_eventlog.py).
+
+Rules: the log is driven directly, without a registry. ``append``/``subscribe``/``close`` are
+synchronous, so a test that wants "right after" simply calls them back to back; reading a
+subscription is async and always runs under ``trio.fail_after`` on the mock clock
+(``autojump_clock``). ``collect`` reads until the subscription ends or stays quiet for a
+(virtual) second, so a missing end shows up as a wrong list, never as a hang.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from greenroom.actors import EventLog, LogEntry, Subscription
+from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
+
+
+def ev(n: int) -> AgentChoice:
+    return AgentChoice(f"chunk {n}")
+
+
+async def collect(sub: Subscription, *, limit: int = 10_000) -> tuple[list[LogEntry], bool]:
+    """Entries of ``sub`` until it ends (True) or is quiet for a virtual second (False)."""
+    entries: list[LogEntry] = []
+    with trio.fail_after(60):
+        for _ in range(limit):
+            with trio.move_on_after(1):
+                try:
+                    entries.append(await sub.__anext__())
+                except StopAsyncIteration:
+                    return entries, True
+                continue
+            return entries, False
+    raise AssertionError(f"more than {limit} entries")
+
+
+def seqs(entries: list[LogEntry]) -> list[int]:
+    return [e.seq for e in entries]
+
+
+def filled(n: int, **kwargs: int) -> EventLog:
+    log = EventLog("s", **kwargs)
+    for i in range(1, n + 1):
+        log.append(ev(i))
+    return log
+
+
+async def test_sequence_numbers_start_at_one(autojump_clock: trio.testing.MockClock) -> None:
+    log = EventLog("s")
+    assert log.last_seq == 0
+    first = log.append(ev(1))
+    second = log.append(ev(2))
+    assert first is not None and second is not None
+    assert (first.seq, second.seq) == (1, 2)
+    assert log.last_seq == 2
+    assert first.json() == {"type": "agent_choice", "content": "chunk 1"}
+
+
+async def test_ring_is_bounded_at_capacity(autojump_clock: trio.testing.MockClock) -> None:
+    log = filled(10, capacity=4)
+    assert log.last_seq == 10
+    assert seqs(list(log.backlog(None))) == [7, 8, 9, 10]
+
+
+async def test_subscribe_since_replays_only_later_events(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(5)
+    with log.subscribe(since=3) as sub:
+        entries, ended = await collect(sub)
+    assert seqs(entries) == [4, 5]
+    assert not ended
+    assert all(isinstance(e.event, AgentChoice) for e in entries)
+
+
+async def test_subscribe_without_since_replays_the_whole_ring(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(3)
+    with log.subscribe() as sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [1, 2, 3]
+
+
+async def test_subscribe_at_head_replays_nothing(autojump_clock: trio.testing.MockClock) -> None:
+    log = filled(3)
+    with log.subscribe(since=3) as sub:
+        entries, ended = await collect(sub)
+    assert entries == []
+    assert not ended
+
+
+@pytest.mark.parametrize("since", [0, 1, 5])
+async def test_resume_point_older_than_ring_gets_gap_then_ring(
+    autojump_clock: trio.testing.MockClock, since: int
+) -> None:
+    log = filled(10, capacity=4)  # ring holds 7..10; resuming after 6 is still seamless
+    with log.subscribe(since=since) as sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [0, 7, 8, 9, 10]
+    assert isinstance(entries[0].event, Gap)
+    assert entries[0].json() == {"type": "gap"}
+
+
+async def test_resume_right_before_the_oldest_kept_event_has_no_gap(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(10, capacity=4)
+    with log.subscribe(since=6) as sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [7, 8, 9, 10]
+
+
+@pytest.mark.parametrize("since", [0, 3, 99])
+async def test_empty_backlog_with_any_since_is_caught_up(
+    autojump_clock: trio.testing.MockClock, since: int
+) -> None:
+    log = EventLog("s")
+    with log.subscribe(since=since) as sub:
+        log.append(ev(1))
+        entries, ended = await collect(sub)
+    assert seqs(entries) == [1]  # no gap: nothing was missed
+    assert not ended
+
+
+async def test_since_newer_than_head_gets_gap_and_full_replay(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(3)
+    with log.subscribe(since=7) as sub:  # e.g. the server restarted and the log began again
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [0, 1, 2, 3]
+    assert isinstance(entries[0].event, Gap)
+
+
+async def test_subscribe_takes_backlog_and_registers_atomically(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(3)
+    sub = log.subscribe(since=1)
+    # Appended before the subscriber read anything: each must arrive exactly once, in order.
+    for i in range(4, 7):
+        log.append(ev(i))
+    with sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [2, 3, 4, 5, 6]
+    assert [e.event for e in entries] == [ev(i) for i in range(2, 7)]
+
+
+async def test_live_events_reach_a_waiting_subscriber(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = EventLog("s")
+    received: list[int] = []
+
+    async def reader(sub: Subscription) -> None:
+        async for entry in sub:
+            received.append(entry.seq)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader, log.subscribe())
+            await trio.testing.wait_all_tasks_blocked()
+            log.append(ev(1))
+            await trio.testing.wait_all_tasks_blocked()
+            assert received == [1]
+            log.append(ev(2))
+            log.close()
+    assert received == [1, 2, 3]
+
+
+async def test_full_subscriber_is_dropped_without_blocking_the_producer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = EventLog("s", subscriber_buffer=2)
+    slow = log.subscribe()
+    fast = log.subscribe()
+    fast_seen: list[int] = []
+
+    async def fast_reader() -> None:
+        async for entry in fast:
+            fast_seen.append(entry.seq)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fast_reader)
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(1, 6):
+                # Synchronous: the producer cannot block, whatever the subscribers do.
+                assert log.append(ev(i)) is not None
+                await trio.testing.wait_all_tasks_blocked()
+            assert slow.dropped
+            assert not fast.dropped
+            assert log.subscriber_count == 1
+            log.append(ev(6))
+            await trio.testing.wait_all_tasks_blocked()
+            assert fast_seen == [1, 2, 3, 4, 5, 6]
+            slow_entries, slow_ended = await collect(slow)
+            # It gets what fitted in its buffer, then its stream ends without session_exited.
+            assert seqs(slow_entries) == [1, 2]
+            assert slow_ended
+            assert not any(isinstance(e.event, SessionExited) for e in slow_entries)
+            log.close()
+    assert fast_seen == [1, 2, 3, 4, 5, 6, 7]
+
+
+async def test_dropped_subscriber_can_resume_from_its_last_seq(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = EventLog("s", subscriber_buffer=1)
+    sub = log.subscribe()
+    log.append(ev(1))
+    log.append(ev(2))  # does not fit: dropped
+    entries, ended = await collect(sub)
+    assert (seqs(entries), ended) == ([1], True)
+    with log.subscribe(since=entries[-1].seq) as again:
+        resumed, _ = await collect(again)
+    assert seqs(resumed) == [2]
+
+
+async def test_close_appends_sequenced_session_exited_and_ends_every_subscription(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(2)
+    first = log.subscribe()
+    second = log.subscribe(since=2)
+    log.close("bye")
+    assert log.closed
+    assert log.last_seq == 3
+    assert log.subscriber_count == 0
+    one, one_ended = await collect(first)
+    two, two_ended = await collect(second)
+    assert (seqs(one), one_ended) == ([1, 2, 3], True)
+    assert (seqs(two), two_ended) == ([3], True)
+    assert two[0].event == SessionExited("bye")
+    assert two[0].json()["type"] == "session_exited"
+
+
+async def test_close_is_idempotent_and_a_closed_log_drops_appends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(1)
+    log.close()
+    log.close()
+    assert log.append(ev(2)) is None
+    assert log.last_seq == 2  # the single session_exited
+
+
+async def test_subscribing_to_a_closed_log_replays_up_to_session_exited_and_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(2)
+    log.close()
+    with log.subscribe(since=1) as sub:
+        entries, ended = await collect(sub)
+    assert seqs(entries) == [2, 3]
+    assert isinstance(entries[-1].event, SessionExited)
+    assert ended
+    assert log.subscriber_count == 0
+
+
+async def test_each_event_is_serialised_once(autojump_clock: trio.testing.MockClock) -> None:
+    log = EventLog("s")
+    a = log.subscribe()
+    b = log.subscribe()
+    log.append(Warning("careful"))
+    (from_a,), _ = await collect(a)
+    (from_b,), _ = await collect(b)
+    assert from_a.data is from_b.data
+    with log.subscribe() as replay:
+        (from_replay,), _ = await collect(replay)
+    assert from_replay.data is from_a.data
+    assert from_a.json() == {"type": "warning", "message": "careful"}
+
+
+async def test_end_subscribers_ends_without_session_exited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = filled(2)
+    sub = log.subscribe()
+    log.end_subscribers()
+    assert log.subscriber_count == 0
+    assert not log.closed
+    entries, ended = await collect(sub)
+    assert (seqs(entries), ended) == ([1, 2], True)
+    assert not any(isinstance(e.event, SessionExited) for e in entries)
+    # The log itself goes on: a reconnecting client resumes after its last seq.
+    log.append(ev(3))
+    with log.subscribe(since=2) as again:
+        resumed, _ = await collect(again)
+    assert seqs(resumed) == [3]
+
+
+async def test_closing_a_subscription_unregisters_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = EventLog("s")
+    sub = log.subscribe()
+    assert log.subscriber_count == 1
+    sub.close()
+    assert log.subscriber_count == 0
+    assert log.append(ev(1)) is not None
+    entries, ended = await collect(sub)
+    assert (entries, ended) == ([], True)
