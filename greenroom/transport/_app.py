@@ -17,6 +17,7 @@ from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
 
 from ._errors import map_error
 from ._json import dumps, parse_body
+from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
 
@@ -99,6 +100,12 @@ def create_app(
             app.add_url_rule(
                 _quart_path(op.path), endpoint=op.name, view_func=make_view(op), methods=[op.method]
             )
+
+    document = build_openapi(secured=bool(config.auth_token))
+
+    @app.get("/openapi.json")
+    async def openapi() -> Response:
+        return json_response(document)
 
     @app.before_request
     async def authenticate() -> Response | None:

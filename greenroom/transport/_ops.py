@@ -601,6 +601,18 @@ OPERATIONS: tuple[Operation, ...] = (
         websocket=False,
     ),
     Operation(
+        "events",
+        "GET",
+        f"{S}/events",
+        subscribe_events,
+        "The session's event log: replay after since / Last-Event-ID, then live tail (SSE)",
+        query=("since",),
+        header_params=("Last-Event-ID",),
+        stream=True,
+        websocket=False,  # the WebSocket has subscribe / unsubscribe
+        errors=(404,),
+    ),
+    Operation(
         "elicitation",
         "POST",
         f"{S}/elicitation",

@@ -1,0 +1,162 @@
+"""``GET /openapi.json``: an OpenAPI 3.1 document built from the operation table and the attrs
+request types, so the document and the routes cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from greenroom import __version__
+from greenroom.domain import Session, SessionSummary
+
+from ._ops import OPERATIONS, Operation
+from ._schema import JSON, SchemaBuilder
+
+_ERROR_TEXT = {
+    400: "Invalid request (the body names the field path)",
+    401: "Missing or wrong bearer token",
+    404: "Unknown session, message, agent or route",
+    405: "Method not allowed",
+    409: "Session busy, or not running",
+    413: "Request body larger than 1 MiB",
+    422: "Model switching not supported by this runtime",
+    429: "Queue full; retry after Retry-After seconds",
+    502: "Agent source or model unavailable",
+    503: "Not ready / timed out waiting",
+}
+
+
+def _error_schema() -> JSON:
+    return {
+        "type": "object",
+        "properties": {
+            "message": {"type": "string"},
+            "code": {"type": "string"},
+            "path": {"type": "string"},
+        },
+        "required": ["message", "code"],
+    }
+
+
+def _success(op: Operation, builder: SchemaBuilder) -> JSON:
+    if op.stream:
+        return {
+            "description": "Server-Sent Events: `id: <seq>` (when sequenced) and "
+            "`data: <Event JSON>` frames",
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string"},
+                    "x-event-schema": builder.events(),
+                }
+            },
+        }
+    schemas = {
+        "create": builder.of(Session),
+        "list": {"type": "array", "items": builder.of(SessionSummary)},
+        "get": builder.ref("SessionResponse", _session_response(builder)),
+        "fork": builder.ref("SessionResponse", _session_response(builder)),
+    }
+    schema = schemas.get(op.name, {})
+    return {"description": op.summary, "content": {"application/json": {"schema": schema}}}
+
+
+def _session_response(builder: SchemaBuilder) -> JSON:
+    from greenroom.domain import Message, Permissions
+
+    return {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "title": {"type": "string"},
+            "messages": {"type": "array", "items": builder.of(Message)},
+            "created_at": {"type": "string", "format": "date-time"},
+            "tools_approved": {"type": "boolean"},
+            "safety_policy": {"type": "string"},
+            "input_tokens": {"type": "integer"},
+            "output_tokens": {"type": "integer"},
+            "working_dir": {"type": "string"},
+            "permissions": {"anyOf": [builder.of(Permissions), {"type": "null"}]},
+        },
+        "required": ["id", "title", "created_at"],
+    }
+
+
+def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
+    parameters: list[JSON] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in op.params
+    ]
+    parameters += [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+        for name in op.query
+    ]
+    parameters += [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+        for name in op.header_params
+    ]
+    statuses = set(op.errors) | {405}
+    if not op.public:
+        statuses.add(401)
+    if op.body is not None:
+        statuses |= {400, 413}
+    responses: JSON = {str(op.success): _success(op, builder)}
+    for status in sorted(statuses):
+        responses[str(status)] = {
+            "description": _ERROR_TEXT.get(status, "Error"),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+    if 429 in statuses:
+        responses["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    out: JSON = {
+        "operationId": op.name,
+        "summary": op.summary,
+        "parameters": parameters,
+        "responses": responses,
+        "x-websocket-op": op.name if op.websocket else None,
+    }
+    if op.public:
+        out["security"] = []
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": builder.of(op.body)}},
+        }
+    return out
+
+
+def build_openapi(*, secured: bool = True) -> dict[str, Any]:
+    builder = SchemaBuilder()
+    builder.components["Error"] = _error_schema()
+    paths: dict[str, JSON] = {}
+    for op in OPERATIONS:
+        if op.rest:
+            paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, builder)
+    paths["/api/ws"] = {
+        "get": {
+            "operationId": "websocket",
+            "summary": "WebSocket API: every operation above as an op, plus subscriptions "
+            "(see docs/websocket.md)",
+            "responses": {"101": {"description": "Switching Protocols"}},
+        }
+    }
+    paths["/openapi.json"] = {
+        "get": {
+            "operationId": "openapi",
+            "summary": "This document",
+            "responses": {"200": {"description": "OpenAPI 3.1 document"}},
+        }
+    }
+    builder.events()
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "greenroom",
+            "version": __version__,
+            "description": "Agent session server, compatible with docker-agent's HTTP API.",
+        },
+        "paths": paths,
+        "components": {"schemas": builder.components},
+    }
+    if secured:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        document["security"] = [{"bearer": []}]
+    return document

@@ -1,0 +1,130 @@
+"""JSON Schemas generated from the attrs types, for the OpenAPI document."""
+
+from __future__ import annotations
+
+import datetime as dt
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from greenroom.domain import EVENT_TAGS, Session
+
+JSON = dict[str, Any]
+_RENAMES: dict[type[Any], dict[str, str]] = {Session: {"items": "messages"}}
+_HIDDEN: dict[type[Any], set[str]] = {Session: {"parent_id"}}
+_PRIMITIVES: dict[Any, JSON] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    dt.datetime: {"type": "string", "format": "date-time"},
+    type(None): {"type": "null"},
+    Any: {},
+}
+
+
+class SchemaBuilder:
+    """Collects component schemas while turning Python types into JSON Schema."""
+
+    def __init__(self) -> None:
+        self.components: dict[str, JSON] = {}
+
+    def ref(self, name: str, schema: JSON) -> JSON:
+        self.components.setdefault(name, schema)
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def of(self, tp: Any) -> JSON:
+        if tp in _PRIMITIVES:
+            return dict(_PRIMITIVES[tp])
+        if isinstance(tp, type) and attrs.has(tp):
+            return self.attrs_class(tp)
+        name = getattr(tp, "__name__", "")
+        if name == "Item" or tp == _item_type():
+            return self.ref("Item", self.item())
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if origin is typing.Literal:
+            return {"enum": list(args)}
+        if origin in (typing.Union, types.UnionType):
+            return {"anyOf": [self.of(a) for a in args]}
+        if origin in (tuple, list):
+            return {"type": "array", "items": self.of(args[0]) if args else {}}
+        if origin in (dict, Mapping) or tp in (dict, Mapping):
+            value = args[1] if len(args) == 2 else Any
+            return {"type": "object", "additionalProperties": self.of(value)}
+        raise TypeError(f"no JSON schema for {tp!r}")
+
+    def attrs_class(self, cls: type[Any], *, strict: bool = True) -> JSON:
+        if cls.__name__ in self.components:
+            return {"$ref": f"#/components/schemas/{cls.__name__}"}
+        self.components[cls.__name__] = {}  # placeholder: recursive types (Session)
+        hints = typing.get_type_hints(cls)
+        renames = _RENAMES.get(cls, {})
+        properties: JSON = {}
+        required = []
+        for field in attrs.fields(cls):
+            if field.name in _HIDDEN.get(cls, set()):
+                continue
+            key = renames.get(field.name, field.name)
+            properties[key] = self.of(hints[field.name])
+            if field.default is attrs.NOTHING:
+                required.append(key)
+        schema: JSON = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        if strict:
+            schema["additionalProperties"] = False
+        self.components[cls.__name__] = schema
+        return {"$ref": f"#/components/schemas/{cls.__name__}"}
+
+    def item(self) -> JSON:
+        from greenroom.domain import ErrorItem, Message, Summary
+
+        def one(key: str, schema: JSON) -> JSON:
+            return {
+                "type": "object",
+                "properties": {key: schema},
+                "required": [key],
+                "additionalProperties": False,
+            }
+
+        return {
+            "oneOf": [
+                one("message", self.of(Message)),
+                one("sub_session", self.of(Session)),
+                self.of(Summary),
+                one("error", self.of(ErrorItem)),
+            ]
+        }
+
+    def events(self) -> JSON:
+        """The event union: one schema per tagged event, plus any other ``type``."""
+        if "Event" in self.components:
+            return {"$ref": "#/components/schemas/Event"}
+        variants = []
+        mapping = {}
+        for cls, tag in EVENT_TAGS.items():
+            self.of(cls)
+            body = self.components[cls.__name__]
+            body["properties"] = {"type": {"const": tag}, **body.get("properties", {})}
+            body["required"] = ["type", *body.get("required", [])]
+            body["additionalProperties"] = True
+            ref = f"#/components/schemas/{cls.__name__}"
+            variants.append({"$ref": ref})
+            mapping[tag] = ref
+        other = {"type": "object", "properties": {"type": {"type": "string"}}, "required": ["type"]}
+        self.components["OtherEvent"] = other
+        variants.append({"$ref": "#/components/schemas/OtherEvent"})
+        return self.ref(
+            "Event",
+            {"anyOf": variants, "x-discriminator": {"propertyName": "type", "mapping": mapping}},
+        )
+
+
+def _item_type() -> Any:
+    from greenroom.domain import Item
+
+    return Item

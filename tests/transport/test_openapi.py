@@ -1,0 +1,203 @@
+"""The OpenAPI document: valid 3.1, complete, and honoured by the live server (schemathesis).
+
+The schemathesis run talks to a real ``greenroom serve`` subprocess on 127.0.0.1:0 (real clock),
+with a bounded number of examples per operation and a fixed seed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from openapi_spec_validator import validate
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import status_code_conformance
+
+from greenroom.actors import RegistryConfig
+from greenroom.transport import OPERATIONS, create_app
+from greenroom.transport._openapi import build_openapi
+
+TOKEN = "fuzz-token"
+
+
+def refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            else:
+                yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)
+
+
+@pytest.mark.parametrize("secured", [True, False])
+def test_document_is_valid_openapi_31(secured: bool) -> None:
+    document = build_openapi(secured=secured)
+    assert document["openapi"] == "3.1.0"
+    validate(document)
+    schemas = document["components"]["schemas"]
+    for ref in set(refs(document)):
+        assert ref.startswith("#/components/schemas/")
+        assert ref.rsplit("/", 1)[1] in schemas
+
+
+def test_every_operation_and_route_is_documented() -> None:
+    document = build_openapi()
+    for op in OPERATIONS:
+        if op.rest:
+            assert op.method.lower() in document["paths"][op.path], op.name
+
+    class NoAgents:
+        def list_agents(self) -> list[dict[str, Any]]:
+            return []
+
+        def agent_config(self, source: str) -> dict[str, Any]:
+            return {}
+
+        async def tool_count(self, source: str, agent_name: str) -> int:
+            return 0
+
+    app = create_app(registry=None, agents=NoAgents())  # type: ignore[arg-type]
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)
+        assert path in document["paths"], path
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            if not rule.websocket:
+                assert method.lower() in document["paths"][path], (method, path)
+
+
+def test_error_shape_and_event_union_are_documented() -> None:
+    document = build_openapi()
+    schemas = document["components"]["schemas"]
+    assert schemas["Error"]["required"] == ["message", "code"]
+    event = schemas["Event"]
+    tags = event["x-discriminator"]["mapping"]
+    for tag in ("agent_choice", "tool_call", "session_title", "session_exited", "gap"):
+        assert tag in tags
+    assert {"$ref": "#/components/schemas/OtherEvent"} in event["anyOf"]
+    steer = document["paths"]["/api/sessions/{session_id}/steer"]["post"]["responses"]
+    assert "Retry-After" in steer["429"]["headers"]
+    assert "401" in steer and "413" in steer
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "greenroom.cli",
+            "serve",
+            "--port",
+            "0",
+            "--db",
+            ":memory:",
+            "--auth-token",
+            TOKEN,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the server prints its URL (or exits)
+        match = re.fullmatch(r"greenroom listening on (http://127\.0\.0\.1:\d+)\n", line)
+        assert match, f"unexpected first line: {line!r}"
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+# Operations that wait on purpose (up to 5 minutes) or stream until the client leaves are
+# exercised by their own tests, not by the fuzzer.
+NOT_FUZZED = {"wait_ready", "status", "delete", "events", "run", "run_agent", "websocket"}
+FUZZED = [
+    (path, method)
+    for path, methods in build_openapi()["paths"].items()
+    for method, operation in methods.items()
+    if operation["operationId"] not in NOT_FUZZED
+]
+
+
+@pytest.fixture(scope="module")
+def session_id(server_url: str) -> str:
+    """A real session, so fuzzed requests reach the handlers instead of stopping at 404."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=server_url, headers=headers, timeout=10) as client:
+        created = client.post("/api/sessions", json={"title": "fuzz"}).json()
+        client.post(
+            f"/api/sessions/{created['id']}/messages",
+            json={"message": {"message": {"role": "user", "content": "hello"}}},
+        ).raise_for_status()
+    return str(created["id"])
+
+
+@pytest.fixture(scope="module")
+def api_schema(server_url: str) -> Any:
+    return schemathesis.openapi.from_url(
+        f"{server_url}/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+
+
+SETTINGS = settings(
+    max_examples=12,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@pytest.mark.parametrize(("path", "method"), FUZZED)
+def test_fuzz_no_server_errors(api_schema: Any, session_id: str, path: str, method: str) -> None:
+    operation = api_schema[path][method.upper()]
+
+    @given(case=operation.as_strategy())
+    @SETTINGS
+    def check(case: Any) -> None:
+        if case.path_parameters and "session_id" in case.path_parameters:
+            case.path_parameters["session_id"] = session_id
+        # Real HTTP to the subprocess on the loopback interface.
+        case.call_and_validate(
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            checks=[not_a_server_error, status_code_conformance],
+            timeout=10,
+        )
+
+    check()
+
+
+@pytest.mark.parametrize(("path", "method"), FUZZED)
+def test_auth_is_enforced(api_schema: Any, path: str, method: str) -> None:
+    operation = api_schema[path][method.upper()]
+
+    @given(case=operation.as_strategy())
+    @settings(
+        max_examples=1,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def check(case: Any) -> None:
+        response = case.call(headers={"Authorization": "Bearer wrong"}, timeout=10)
+        public = path in ("/health", "/ready")
+        assert (response.status_code == 401) != public, (path, response.status_code)
+
+    check()
