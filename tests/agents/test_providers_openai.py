@@ -161,6 +161,29 @@ async def test_tool_calls_are_assembled_from_fragments(fake: FakeOpenAI) -> None
     ]
 
 
+async def test_tool_calls_from_lax_servers(fake: FakeOpenAI) -> None:
+    # Whole calls all at index 0 (told apart by id), one without an index, a null delta.
+    def call(call_id: str, name: str, **index: int) -> dict[str, object]:
+        function = {"name": name, "arguments": "{}"}
+        return {"id": call_id, "type": "function", "function": function, **index}
+
+    fake.script(
+        stream_reply(
+            [
+                chunk({"tool_calls": [call("c1", "one", index=0)]}),
+                chunk({"tool_calls": [call("c2", "two", index=0)]}),
+                {**chunk(), "choices": [{"index": 0, "delta": None, "finish_reason": None}]},
+                chunk({"tool_calls": [call("c3", "three")]}),
+                chunk(finish_reason="tool_calls"),
+            ]
+        )
+    )
+    with trio.fail_after(LIMIT):
+        response = await provider(fake).complete(request(fake), Deltas())
+    names = [(c.id, c.function.name) for c in response.tool_calls]
+    assert names == [("c1", "one"), ("c2", "two"), ("c3", "three")]
+
+
 async def test_usage_is_reported(fake: FakeOpenAI) -> None:
     fake.script(
         stream_reply(

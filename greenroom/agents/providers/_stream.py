@@ -18,7 +18,7 @@ import trio
 from greenroom.domain import FunctionCall, ToolCall, Usage
 from greenroom.errors import ModelStreamMalformed, ModelTimeout
 
-from ._base import ModelResponse, OnDelta, ReasoningDelta, TextDelta
+from ._base import Delta, ModelResponse, OnDelta, ReasoningDelta, TextDelta
 
 T = TypeVar("T")
 
@@ -59,6 +59,12 @@ class StreamAssembly:
             self._reasoning.append(fragment)
             self.emitted = True
             await self._on_delta(ReasoningDelta(fragment))
+
+    async def forward(self, delta: Delta | None) -> None:
+        if isinstance(delta, TextDelta):
+            await self.text(delta.text)
+        elif isinstance(delta, ReasoningDelta):
+            await self.reasoning(delta.text)
 
     def tool_fragment(
         self, key: int, *, call_id: str | None = None, name: str | None = None, arguments: str = ""

@@ -24,7 +24,15 @@ from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelStreamMalformed
 
 from ._anthropic_messages import to_anthropic_messages, to_anthropic_tools
-from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._base import (
+    Delta,
+    ModelConfig,
+    ModelRequest,
+    ModelResponse,
+    OnDelta,
+    ReasoningDelta,
+    TextDelta,
+)
 from ._keys import read_key
 from ._retry import (
     DEFAULT_BACKOFF,
@@ -126,9 +134,10 @@ class AnthropicProvider:
                 if event is None:
                     break
                 try:
-                    await state.apply(event)
+                    delta = state.read(event)
                 except (AttributeError, TypeError, ValueError) as exc:
                     raise ModelStreamMalformed(f"{ref}: unexpected stream event: {exc}") from exc
+                await state.asm.forward(delta)
         if not state.stopped:
             raise ModelStreamMalformed(f"{ref}: the stream ended before message_stop")
         return state.asm.response()
@@ -198,30 +207,33 @@ class _State:
 
     asm: StreamAssembly
     stopped: bool = False
+    tool_blocks: set[int] = attrs.Factory(set)
     # A tool_use block's input from content_block_start, used when no input_json_delta follows.
     start_inputs: dict[int, str] = attrs.Factory(dict)
 
-    async def apply(self, event: at.RawMessageStreamEvent) -> None:
+    def read(self, event: at.RawMessageStreamEvent) -> Delta | None:
+        """Record what ``event`` says; return the text or reasoning it carries, if any."""
         asm = self.asm
         if isinstance(event, at.RawContentBlockDeltaEvent):
             delta = event.delta
             if isinstance(delta, at.TextDelta):
-                await asm.text(delta.text)
-            elif isinstance(delta, at.ThinkingDelta):
-                await asm.reasoning(delta.thinking)
-            elif isinstance(delta, at.InputJSONDelta):
+                return TextDelta(delta.text)
+            if isinstance(delta, at.ThinkingDelta):
+                return ReasoningDelta(delta.thinking)
+            if isinstance(delta, at.InputJSONDelta) and event.index in self.tool_blocks:
                 self.start_inputs.pop(event.index, None)
                 asm.tool_fragment(event.index, arguments=delta.partial_json)
         elif isinstance(event, at.RawContentBlockStartEvent):
             block = event.content_block
             if isinstance(block, at.ToolUseBlock):
+                self.tool_blocks.add(event.index)
                 asm.tool_fragment(event.index, call_id=block.id, name=block.name)
                 if block.input:
                     self.start_inputs[event.index] = json.dumps(block.input)
             elif isinstance(block, at.TextBlock):
-                await asm.text(block.text)
+                return TextDelta(block.text)
             elif isinstance(block, at.ThinkingBlock):
-                await asm.reasoning(block.thinking)
+                return ReasoningDelta(block.thinking)
         elif isinstance(event, at.RawContentBlockStopEvent):
             if (start_input := self.start_inputs.pop(event.index, None)) is not None:
                 asm.tool_fragment(event.index, arguments=start_input)
@@ -235,6 +247,7 @@ class _State:
             asm.usage = _usage(asm.usage, event.usage)
         elif isinstance(event, at.RawMessageStopEvent):
             self.stopped = True
+        return None
 
 
 def _usage(usage: Usage, reported: at.Usage | at.MessageDeltaUsage) -> Usage:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from typing import cast
 
 import httpx2
 import openai
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDelta
 
 from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelStreamMalformed
@@ -198,19 +200,22 @@ def _read_chunk(chunk: ChatCompletionChunk, asm: StreamAssembly) -> tuple[str, s
         asm.usage = _usage(chunk.usage)
     reasoning, text = [], []
     for choice in chunk.choices:
-        if choice.index != 0:
+        if getattr(choice, "index", 0) != 0:  # only one choice is asked for (n=1)
             continue
-        delta = choice.delta
-        for call in delta.tool_calls or ():
+        if choice.finish_reason:
+            asm.stop_reason = choice.finish_reason
+        delta = cast("ChoiceDelta | None", choice.delta)  # some servers send "delta": null
+        if delta is None:
+            continue
+        for position, call in enumerate(delta.tool_calls or ()):
             function = call.function
+            index = getattr(call, "index", None)  # a few servers leave it out
             asm.tool_fragment(
-                call.index,
+                index if isinstance(index, int) else position,
                 call_id=call.id,
                 name=function.name if function else None,
                 arguments=(function.arguments or "") if function else "",
             )
-        if choice.finish_reason:
-            asm.stop_reason = choice.finish_reason
         for field in ("reasoning_content", "reasoning"):
             value = getattr(delta, field, None)
             if isinstance(value, str) and value:

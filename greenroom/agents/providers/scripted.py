@@ -115,12 +115,15 @@ class Script:
 
 
 class ScriptedProvider:
-    """Replays ``script``, one turn per :meth:`complete` call (see the module docstring)."""
+    """Replays ``script``, one turn per :meth:`complete` call (see the module docstring).
+
+    Attributes:
+        position: how many calls have claimed a turn (it keeps counting past a loop's end).
+    """
 
     def __init__(self, script: Script) -> None:
         self.script = script
         self.position = 0
-        """Index of the next turn to play (counting every call, also past a loop's end)."""
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptedProvider:
