@@ -61,6 +61,7 @@ from ._tools import (
     Tool as Tool,
     ToolResult as ToolResult,
     build_tools as build_tools,
+    default_tools_for as default_tools_for,
 )
 from ._validate import (
     validate_files as validate_files,

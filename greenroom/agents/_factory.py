@@ -10,7 +10,8 @@ from pathlib import Path
 from greenroom.domain import Session
 from greenroom.errors import GreenroomError
 
-from ._local import LocalRuntime, ProviderFor
+from ._local import LocalRuntime
+from ._models import ProviderFor
 from ._runtime import BuiltRuntime
 from ._sources import AgentSources
 from ._titles import ModelTitleGenerator

@@ -44,10 +44,12 @@ from greenroom.domain import (
     Warning,
     utcnow,
 )
-from greenroom.errors import AgentNotFound, GreenroomError, NoPendingRequest
+from greenroom.errors import AgentNotFound, GreenroomError
 
 from ._config import AgentConfig, AgentFile
+from ._confirm import Confirmations, is_approval
 from ._elicitation import ElicitationAnswer, Elicitations
+from ._models import ModelTable, ProviderFor
 from ._permissions import Decision, decide
 from ._prompt import build_messages
 from ._queue import MessageQueue
@@ -67,7 +69,6 @@ from .providers._base import (
     ModelConfig,
     ModelRequest,
     ModelResponse,
-    Provider,
     TextDelta,
 )
 
@@ -81,9 +82,6 @@ STOP_EVENT_BUDGET = 1.0
 """Seconds a cancelled turn may spend delivering its ``stream_stopped`` event (shielded)."""
 INTERRUPTED_NOTE = "[response interrupted]"
 INTERRUPTED_TOOL = "The tool call was interrupted before it returned a result."
-
-ProviderFor = Callable[[ModelConfig], Provider]
-"""Makes the provider that serves a model (the factory wraps ``providers.make_provider``)."""
 
 
 @attrs.define
@@ -129,19 +127,15 @@ class LocalRuntime:
     ) -> None:
         self._config = config
         self._agent = config.agent(agent)
-        self._provider_for = provider_for
-        self._auto = auto_model
+        self._models = ModelTable(
+            config, provider_for, auto=auto_model, custom_models=custom_models
+        )
         self._tools_for = tools_for
         self._today = today
-        self._providers: dict[ModelConfig, Provider] = {}
         self._tools: dict[str, AgentTools] = {}
-        self._overrides: dict[str, tuple[str, ModelConfig]] = {}
-        self._custom: list[str] = list(dict.fromkeys(custom_models))
         self._steers = MessageQueue("steer", steer_capacity)
         self._followups = MessageQueue("follow-up", followup_capacity)
-        self._confirmation: trio.MemorySendChannel[ResumeRequest] | None = None
-        self._approved_tools: set[str] = set()
-        self._approve_all = False
+        self._confirmations = Confirmations()
         self._elicitations = Elicitations()
         self._io: TurnIO | None = None
         self._closed = False
@@ -190,7 +184,7 @@ class LocalRuntime:
 
     async def _announce(self, io: TurnIO) -> None:
         agent = self._agent
-        model = self._model_of(agent)
+        model = self._models.model_of(agent)
         info = AgentInfo(
             agent_name=agent.name,
             model=model.ref,
@@ -239,7 +233,7 @@ class LocalRuntime:
 
     async def _call_model(self, io: TurnIO, turn: _Turn) -> ModelResponse:
         agent = self._agent
-        model = self._model_of(agent)
+        model = self._models.model_of(agent)
         session = io.session
         cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
         request = ModelRequest(
@@ -260,7 +254,7 @@ class LocalRuntime:
                 turn.reasoning.append(delta.text)
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
-        response = await self._provider(model).complete(request, on_delta)
+        response = await self._models.provider(model).complete(request, on_delta)
         chat = ChatMessage(
             role="assistant",
             content=response.content or "".join(turn.text),
@@ -327,17 +321,17 @@ class LocalRuntime:
             session=io.session,
             file_permissions=self._config.permissions,
             needs_confirmation=tool.needs_confirmation,
-            approved_tools=self._approved_tools,
-            approve_all=self._approve_all,
+            approved_tools=self._confirmations.approved_tools,
+            approve_all=self._confirmations.approve_all,
         )
         if decision is Decision.DENY:
             return ToolResult(f"Tool {name!r} is denied by the permissions.", is_error=True)
         if decision is Decision.ASK:
-            answer = await self._confirm(io, agent, call, definition)
-            if not answer.type.startswith("approve"):
+            event = ToolCallConfirmation(call, definition, agent.name, io.session.id)
+            answer = await self._confirmations.ask(lambda: io.emit(event), name)
+            if not is_approval(answer):
                 reason = f" Reason: {answer.reason}" if answer.reason else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
-            self._note_approval(answer, name)
         try:
             arguments = json.loads(call.function.arguments or "{}")
         except ValueError as exc:
@@ -349,30 +343,6 @@ class LocalRuntime:
         except Exception as exc:
             log.warning("tool %s failed", name, exc_info=True)
             return ToolResult(f"Tool {name!r} failed: {exc}", is_error=True)
-
-    async def _confirm(
-        self, io: TurnIO, agent: AgentConfig, call: ToolCall, definition: Any
-    ) -> ResumeRequest:
-        # One slot: resume() never blocks, and only the first answer is taken.
-        send, recv = trio.open_memory_channel[ResumeRequest](1)
-        self._confirmation = send
-        try:
-            await io.emit(ToolCallConfirmation(call, definition, agent.name, io.session.id))
-            async with recv:
-                try:
-                    return await recv.receive()
-                except trio.EndOfChannel:
-                    return ResumeRequest("reject", reason="the runtime was closed")
-        finally:
-            if self._confirmation is send:
-                self._confirmation = None
-            send.close()
-
-    def _note_approval(self, answer: ResumeRequest, name: str) -> None:
-        if answer.type == "approve-tool":
-            self._approved_tools.add(answer.tool_name or name)
-        elif answer.type == "approve-autonomous":
-            self._approve_all = True
 
     # --- failure and interruption ------------------------------------------------------------
 
@@ -428,13 +398,7 @@ class LocalRuntime:
 
     async def resume(self, request: ResumeRequest) -> None:
         """Answer the pending tool confirmation. Raises NoPendingRequest when there is none."""
-        send, self._confirmation = self._confirmation, None
-        if send is None:
-            raise NoPendingRequest("no tool call is waiting for confirmation")
-        try:
-            send.send_nowait(request)
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            raise NoPendingRequest("no tool call is waiting for confirmation") from None
+        self._confirmations.answer(request)
 
     def on_elicitation_request(self, sink: ElicitationSink | None) -> None:
         self._elicitations.set_sink(sink)
@@ -481,60 +445,15 @@ class LocalRuntime:
         """
         if agent not in self._config.agents:
             raise AgentNotFound(f"agent not found: {agent}")
-        if not ref:
-            self._overrides.pop(agent, None)
-            return
-        model = self._config.model_config(ref, auto=self._auto)
-        self._provider(model)
-        self._overrides[agent] = (ref, model)
-        if ref not in self._config.models and "/" in ref and ref not in self._custom:
-            self._custom.append(ref)
+        self._models.set(agent, ref)
 
     async def available_models(self) -> list[ModelChoice]:
         """The models of the file, the agent's own, and custom refs; one of them is current."""
-        agent = self._agent
-        override = self._overrides.get(agent.name)
-        current = override[0] if override is not None else agent.model
-        refs = [*self._config.models, agent.model, *self._custom]
-        if override is not None:
-            refs.append(override[0])
-        choices = []
-        for ref in dict.fromkeys(refs):
-            try:
-                model = self._config.model_config(ref, auto=self._auto)
-            except GreenroomError:
-                model = ModelConfig(name=ref, provider="", model="")
-            choices.append(
-                ModelChoice(
-                    name=ref,
-                    ref=ref,
-                    provider=model.provider,
-                    model=model.model,
-                    is_default=ref == agent.model,
-                    is_current=ref == current,
-                    is_custom=ref not in self._config.models and ref != agent.model,
-                )
-            )
-        return choices
+        return self._models.choices(self._agent)
 
     def title_models(self) -> list[ModelConfig]:
         """Models for titles: the current agent's model's ``title_model`` (if any), then it."""
-        model = self._model_of(self._agent)
-        if not model.title_model:
-            return [model]
-        return [self._config.model_config(model.title_model, auto=self._auto), model]
-
-    def _model_of(self, agent: AgentConfig) -> ModelConfig:
-        override = self._overrides.get(agent.name)
-        if override is not None:
-            return override[1]
-        return self._config.model_config(agent.model, auto=self._auto)
-
-    def _provider(self, model: ModelConfig) -> Provider:
-        provider = self._providers.get(model)
-        if provider is None:
-            provider = self._providers[model] = self._provider_for(model)
-        return provider
+        return self._models.title_models(self._agent)
 
     def _tools_of(self, agent: AgentConfig) -> AgentTools:
         tools = self._tools.get(agent.name)
@@ -545,13 +464,6 @@ class LocalRuntime:
     async def aclose(self) -> None:
         """Refuse further turns, decline waiting confirmations and elicitations."""
         self._closed = True
-        if self._confirmation is not None:
-            self._confirmation.close()
-            self._confirmation = None
+        self._confirmations.close()
         self._elicitations.close()
-        for provider in self._providers.values():
-            close = getattr(provider, "aclose", None)
-            if close is not None:
-                with trio.move_on_after(SAVE_BUDGET, shield=True):
-                    await close()
-        self._providers.clear()
+        await self._models.aclose()

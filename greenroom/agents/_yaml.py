@@ -9,8 +9,8 @@ accepted and listed in :attr:`AgentFile.ignored`; any other key is an error.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -20,9 +20,23 @@ from greenroom.errors import AgentConfigError
 
 from ._config import AUTO_MODEL, AgentConfig, AgentFile, ToolsetConfig, split_inline_ref
 from ._runtime import Command
+from ._yaml_checks import (
+    Checker,
+    as_bool,
+    as_count,
+    as_mapping,
+    as_number,
+    as_positive,
+    as_str,
+    as_str_list,
+    as_version,
+    join,
+    kind_of,
+    line_of,
+    own_line,
+    plain,
+)
 from .providers._base import ModelConfig
-
-T = TypeVar("T")
 
 _TOP_KEYS = {"version", "agents", "models", "permissions"}
 _TOP_IGNORED = {"providers", "mcps", "rag", "metadata", "runtime"}
@@ -76,169 +90,6 @@ _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "mapping"
-    if isinstance(value, list):
-        return "list"
-    return type(value).__name__
-
-
-def _describe(value: object) -> str:
-    """The kind of ``value``, with the value itself for scalars (``string 'yes'``)."""
-    kind = _kind(value)
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return f"{kind} {text!r}"
-    if isinstance(value, int | float):
-        return f"{kind} {value}"
-    return kind
-
-
-def _line_of(container: Any, key: Any, *, value: bool = True) -> int | None:
-    """1-based line of ``container[key]`` (its value, or its key), None when unknown."""
-    lc = getattr(container, "lc", None)
-    if lc is None:
-        return None
-    try:
-        if isinstance(container, list):
-            return int(lc.item(key)[0]) + 1
-        return int((lc.value(key) if value else lc.key(key))[0]) + 1
-    except (KeyError, IndexError, TypeError, AttributeError):
-        # Keys merged in with ``<<:`` have no position of their own.
-        return None
-
-
-def _own_line(container: Any, fallback: int) -> int:
-    lc = getattr(container, "lc", None)
-    line = getattr(lc, "line", None)
-    return line + 1 if isinstance(line, int) else fallback
-
-
-class _Checker:
-    """Collects problems while the tree is walked; each ``_read_*`` returns None on a fault."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.problems: list[tuple[int, str, str]] = []
-        self.ignored: list[tuple[int, str]] = []
-
-    def fail(self, line: int, path: str, what: str) -> None:
-        self.problems.append((line, path, what))
-
-    def lines(self) -> list[str]:
-        ordered = sorted(self.problems, key=lambda p: p[0])
-        return [f"{self.file}:{line}: {path}: {what}" for line, path, what in ordered]
-
-    def keys(
-        self,
-        mapping: Mapping[Any, Any],
-        allowed: set[str],
-        ignored: set[str],
-        path: str,
-        unsupported: Mapping[str, str] | None = None,
-    ) -> None:
-        """Report unknown keys (and non-string ones); note ignored docker-agent keys."""
-        for key in mapping:
-            line = _line_of(mapping, key, value=False) or _own_line(mapping, 1)
-            if not isinstance(key, str):
-                self.fail(line, path or "(document)", f"key {key!r} is not a string")
-            elif unsupported and key in unsupported:
-                self.fail(line, _join(path, key), unsupported[key])
-            elif key in ignored:
-                self.ignored.append((line, f"{self.file}:{line}: {_join(path, key)}"))
-            elif key not in allowed:
-                known = ", ".join(sorted(allowed))
-                self.fail(line, _join(path, key), f"unknown key (expected one of: {known})")
-
-    def typed(
-        self,
-        mapping: Mapping[Any, Any],
-        key: str,
-        path: str,
-        check: Callable[[Any], T | None],
-        expected: str,
-    ) -> T | None:
-        value = mapping[key]
-        result = check(value)
-        if result is None:
-            line = _line_of(mapping, key) or _own_line(mapping, 1)
-            self.fail(line, _join(path, key), f"expected {expected}, got {_describe(value)}")
-        return result
-
-
-def _join(path: str, key: object) -> str:
-    return f"{path}.{key}" if path else str(key)
-
-
-def _as_str(value: Any) -> str | None:
-    return str(value) if isinstance(value, str) else None
-
-
-def _as_bool(value: Any) -> bool | None:
-    return bool(value) if isinstance(value, bool) else None
-
-
-def _as_count(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    return None
-
-
-def _as_positive(value: Any) -> int | None:
-    count = _as_count(value)
-    return count if count else None
-
-
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _as_version(value: Any) -> str | None:
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _as_mapping(value: Any) -> Mapping[Any, Any] | None:
-    return value if isinstance(value, Mapping) else None
-
-
-def _as_str_list(value: Any) -> list[str] | None:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return [str(v) for v in value]
-    return None
-
-
-def _plain(value: Any) -> Any:
-    """A YAML value as frozen plain Python: mappings stay mappings, lists become tuples."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
-
-
 def _valid_ref(ref: str, models: Mapping[str, Any]) -> bool:
     return ref in models or ref == AUTO_MODEL or split_inline_ref(ref) is not None
 
@@ -248,60 +99,60 @@ def _ref_problem(ref: str) -> str:
 
 
 def _parse_model(
-    c: _Checker, name: str, raw: Any, line: int, all_models: Mapping[str, Any]
+    c: Checker, name: str, raw: Any, line: int, all_models: Mapping[str, Any]
 ) -> ModelConfig | None:
     path = f"models.{name}"
-    mapping = _as_mapping(raw)
+    mapping = as_mapping(raw)
     if mapping is None:
-        c.fail(line, path, f"expected a mapping, got {_kind(raw)}")
+        c.fail(line, path, f"expected a mapping, got {kind_of(raw)}")
         return None
     c.keys(mapping, _MODEL_KEYS, _MODEL_IGNORED, path)
     fields: dict[str, Any] = {}
     for key in ("provider", "model"):
         if key not in mapping:
-            c.fail(line, _join(path, key), "is required")
+            c.fail(line, join(path, key), "is required")
     for key in ("provider", "model", "base_url", "token_key", "title_model"):
         if key in mapping:
-            fields[key] = c.typed(mapping, key, path, _as_str, "a string")
+            fields[key] = c.typed(mapping, key, path, as_str, "a string")
     if "temperature" in mapping:
-        fields["temperature"] = c.typed(mapping, "temperature", path, _as_number, "a number")
+        fields["temperature"] = c.typed(mapping, "temperature", path, as_number, "a number")
     if "max_tokens" in mapping:
         fields["max_tokens"] = c.typed(
-            mapping, "max_tokens", path, _as_positive, "a positive integer"
+            mapping, "max_tokens", path, as_positive, "a positive integer"
         )
     title = fields.get("title_model")
     if title and not _valid_ref(title, all_models):
-        c.fail(_line_of(mapping, "title_model") or line, f"{path}.title_model", _ref_problem(title))
+        c.fail(line_of(mapping, "title_model") or line, f"{path}.title_model", _ref_problem(title))
     if not fields.get("provider") or not fields.get("model"):
         return None
     return ModelConfig(name=name, **{k: v for k, v in fields.items() if v is not None})
 
 
-def _command_entries(c: _Checker, raw: Any, path: str, line: int) -> list[tuple[Any, Any, int]]:
+def _command_entries(c: Checker, raw: Any, path: str, line: int) -> list[tuple[Any, Any, int]]:
     """``(name, value, line)`` of a commands map or a list of single-key maps."""
     entries: list[tuple[Any, Any, int]] = []
     if isinstance(raw, Mapping):
         for name, value in raw.items():
-            entries.append((name, value, _line_of(raw, name, value=False) or line))
+            entries.append((name, value, line_of(raw, name, value=False) or line))
     elif isinstance(raw, list):
         for index, item in enumerate(raw):
-            item_line = _line_of(raw, index) or line
+            item_line = line_of(raw, index) or line
             if not isinstance(item, Mapping) or len(item) != 1:
                 c.fail(item_line, f"{path}[{index}]", "expected a mapping with a single key")
                 continue
             ((name, value),) = item.items()
             entries.append((name, value, item_line))
     else:
-        c.fail(line, path, f"expected a mapping or a list, got {_kind(raw)}")
+        c.fail(line, path, f"expected a mapping or a list, got {kind_of(raw)}")
     return entries
 
 
 def _parse_commands(
-    c: _Checker, raw: Any, path: str, line: int, agents: Mapping[Any, Any]
+    c: Checker, raw: Any, path: str, line: int, agents: Mapping[Any, Any]
 ) -> dict[str, Command]:
     commands: dict[str, Command] = {}
     for name, value, value_line in _command_entries(c, raw, path, line):
-        cmd_path = _join(path, name)
+        cmd_path = join(path, name)
         if not isinstance(name, str) or not name:
             c.fail(value_line, path, f"command name {name!r} is not a non-empty string")
             continue
@@ -311,20 +162,20 @@ def _parse_commands(
         if isinstance(value, str):
             commands[name] = Command(instruction=str(value))
             continue
-        mapping = _as_mapping(value)
+        mapping = as_mapping(value)
         if mapping is None:
-            c.fail(value_line, cmd_path, f"expected a string or a mapping, got {_kind(value)}")
+            c.fail(value_line, cmd_path, f"expected a string or a mapping, got {kind_of(value)}")
             continue
         c.keys(mapping, _COMMAND_KEYS, set(), cmd_path)
         fields = {
-            key: c.typed(mapping, key, cmd_path, _as_str, "a string") or ""
+            key: c.typed(mapping, key, cmd_path, as_str, "a string") or ""
             for key in _COMMAND_KEYS
             if key in mapping
         }
         target = fields.get("agent", "")
         if target and target not in agents:
             c.fail(
-                _line_of(mapping, "agent") or value_line,
+                line_of(mapping, "agent") or value_line,
                 f"{cmd_path}.agent",
                 f"unknown agent {target!r}",
             )
@@ -334,30 +185,30 @@ def _parse_commands(
     return commands
 
 
-def _parse_toolsets(c: _Checker, raw: Any, path: str, line: int) -> list[ToolsetConfig]:
+def _parse_toolsets(c: Checker, raw: Any, path: str, line: int) -> list[ToolsetConfig]:
     if not isinstance(raw, list):
-        c.fail(line, path, f"expected a list, got {_kind(raw)}")
+        c.fail(line, path, f"expected a list, got {kind_of(raw)}")
         return []
     toolsets = []
     for index, item in enumerate(raw):
         item_path = f"{path}[{index}]"
-        item_line = _line_of(raw, index) or line
-        mapping = _as_mapping(item)
+        item_line = line_of(raw, index) or line
+        mapping = as_mapping(item)
         if mapping is None:
-            c.fail(item_line, item_path, f"expected a mapping, got {_kind(item)}")
+            c.fail(item_line, item_path, f"expected a mapping, got {kind_of(item)}")
             continue
         if "type" not in mapping:
             c.fail(item_line, f"{item_path}.type", "is required")
             continue
-        kind = c.typed(mapping, "type", item_path, _as_str, "a string")
+        kind = c.typed(mapping, "type", item_path, as_str, "a string")
         if kind is not None:
-            options = {str(k): _plain(v) for k, v in mapping.items() if k != "type"}
+            options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
             toolsets.append(ToolsetConfig(type=kind, options=options))
     return toolsets
 
 
 def _parse_agent(
-    c: _Checker,
+    c: Checker,
     name: str,
     raw: Any,
     line: int,
@@ -365,40 +216,40 @@ def _parse_agent(
     models: Mapping[str, Any],
 ) -> AgentConfig | None:
     path = f"agents.{name}"
-    mapping = _as_mapping(raw)
+    mapping = as_mapping(raw)
     if mapping is None:
-        c.fail(line, path, f"expected a mapping, got {_kind(raw)}")
+        c.fail(line, path, f"expected a mapping, got {kind_of(raw)}")
         return None
     c.keys(mapping, _AGENT_KEYS, _AGENT_IGNORED, path, _AGENT_UNSUPPORTED)
     fields: dict[str, Any] = {}
     for key in ("model", "description", "instruction", "welcome_message"):
         if key in mapping:
-            fields[key] = c.typed(mapping, key, path, _as_str, "a string")
+            fields[key] = c.typed(mapping, key, path, as_str, "a string")
     for key in ("max_iterations", "max_tool_result_tokens"):
         if key in mapping:
-            fields[key] = c.typed(mapping, key, path, _as_count, "a non-negative integer")
+            fields[key] = c.typed(mapping, key, path, as_count, "a non-negative integer")
     if "add_date" in mapping:
-        fields["add_date"] = c.typed(mapping, "add_date", path, _as_bool, "a boolean")
+        fields["add_date"] = c.typed(mapping, "add_date", path, as_bool, "a boolean")
     model = fields.get("model")
     if "model" not in mapping:
         c.fail(line, f"{path}.model", "is required")
     elif model is not None and not _valid_ref(model, models):
-        c.fail(_line_of(mapping, "model") or line, f"{path}.model", _ref_problem(model))
+        c.fail(line_of(mapping, "model") or line, f"{path}.model", _ref_problem(model))
     if "sub_agents" in mapping:
-        subs = c.typed(mapping, "sub_agents", path, _as_str_list, "a list of strings") or []
+        subs = c.typed(mapping, "sub_agents", path, as_str_list, "a list of strings") or []
         for index, sub in enumerate(subs):
             if sub not in agents or sub == name:
-                sub_line = _line_of(mapping["sub_agents"], index) or line
+                sub_line = line_of(mapping["sub_agents"], index) or line
                 what = "an agent cannot be its own sub-agent" if sub == name else "unknown agent"
                 c.fail(sub_line, f"{path}.sub_agents[{index}]", f"{what} {sub!r}")
         fields["sub_agents"] = tuple(subs)
     if "toolsets" in mapping:
-        toolsets_line = _line_of(mapping, "toolsets") or line
+        toolsets_line = line_of(mapping, "toolsets") or line
         fields["toolsets"] = tuple(
             _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line)
         )
     if "commands" in mapping:
-        commands_line = _line_of(mapping, "commands") or line
+        commands_line = line_of(mapping, "commands") or line
         fields["commands"] = _parse_commands(
             c, mapping["commands"], f"{path}.commands", commands_line, agents
         )
@@ -407,52 +258,52 @@ def _parse_agent(
     return AgentConfig(name=name, **fields)
 
 
-def _parse_permissions(c: _Checker, raw: Any, line: int) -> Permissions | None:
-    mapping = _as_mapping(raw)
+def _parse_permissions(c: Checker, raw: Any, line: int) -> Permissions | None:
+    mapping = as_mapping(raw)
     if mapping is None:
-        c.fail(line, "permissions", f"expected a mapping, got {_kind(raw)}")
+        c.fail(line, "permissions", f"expected a mapping, got {kind_of(raw)}")
         return None
     c.keys(mapping, set(_PERMISSION_KEYS), set(), "permissions")
     lists = {
-        key: c.typed(mapping, key, "permissions", _as_str_list, "a list of strings") or []
+        key: c.typed(mapping, key, "permissions", as_str_list, "a list of strings") or []
         for key in _PERMISSION_KEYS
         if key in mapping
     }
     return Permissions(**lists)
 
 
-def _parse_document(c: _Checker, doc: Any) -> AgentFile | None:
+def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     if doc is None:
         c.fail(1, "(document)", "the file is empty; expected a mapping with 'agents'")
         return None
     if not isinstance(doc, Mapping):
-        c.fail(_own_line(doc, 1), "(document)", f"expected a mapping, got {_kind(doc)}")
+        c.fail(own_line(doc, 1), "(document)", f"expected a mapping, got {kind_of(doc)}")
         return None
     c.keys(doc, _TOP_KEYS, _TOP_IGNORED, "")
     version = ""
     if "version" in doc:
-        version = c.typed(doc, "version", "", _as_version, "a string") or ""
+        version = c.typed(doc, "version", "", as_version, "a string") or ""
     raw_models: Mapping[Any, Any] = {}
     if "models" in doc:
-        raw_models = c.typed(doc, "models", "", _as_mapping, "a mapping") or {}
+        raw_models = c.typed(doc, "models", "", as_mapping, "a mapping") or {}
     model_names = {str(k): v for k, v in raw_models.items()}
     models = {}
     for name, raw in raw_models.items():
-        line = _line_of(raw_models, name, value=False) or 1
+        line = line_of(raw_models, name, value=False) or 1
         parsed = _parse_model(c, str(name), raw, line, model_names)
         if parsed is not None:
             models[str(name)] = parsed
     if "agents" not in doc:
         c.fail(1, "agents", "is required")
         return None
-    agents_raw = c.typed(doc, "agents", "", _as_mapping, "a mapping")
+    agents_raw = c.typed(doc, "agents", "", as_mapping, "a mapping")
     if agents_raw is None:
         return None
     if not agents_raw:
-        c.fail(_line_of(doc, "agents") or 1, "agents", "declares no agent")
+        c.fail(line_of(doc, "agents") or 1, "agents", "declares no agent")
     agents = {}
     for name, raw in agents_raw.items():
-        line = _line_of(agents_raw, name, value=False) or 1
+        line = line_of(agents_raw, name, value=False) or 1
         if not isinstance(name, str):
             c.fail(line, "agents", f"agent name {name!r} is not a string")
             continue
@@ -461,7 +312,7 @@ def _parse_document(c: _Checker, doc: Any) -> AgentFile | None:
             agents[name] = agent
     permissions = None
     if "permissions" in doc:
-        permissions = _parse_permissions(c, doc["permissions"], _line_of(doc, "permissions") or 1)
+        permissions = _parse_permissions(c, doc["permissions"], line_of(doc, "permissions") or 1)
     if c.problems:
         return None
     return AgentFile(
@@ -489,7 +340,7 @@ def parse_agent_file(text: str, file: str) -> AgentFile:
         raise AgentConfigError([f"{file}:{line}: (yaml): {what}"], path="(yaml)") from None
     except YAMLError as exc:
         raise AgentConfigError([f"{file}:1: (yaml): {exc}"], path="(yaml)") from None
-    checker = _Checker(file)
+    checker = Checker(file)
     parsed = _parse_document(checker, doc)
     if parsed is None:
         first = min(checker.problems, key=lambda p: p[0])

@@ -98,3 +98,12 @@ async def test_bundled_default_agent_runs_on_the_real_echo_provider() -> None:
     answer = io.messages()[-1]
     assert (answer.role, answer.content) == ("assistant", "Echo: ping")
     assert io.session.input_tokens > 0
+
+
+async def test_any_agent_can_switch_to_auto(sources) -> None:
+    provider = FakeProvider(text("switched"))
+    auto = ModelConfig(name="auto", provider="fake", model="resolved")
+    built = await factory(sources, provider, auto_model=auto).build("team", "", Session.new())
+    await built.runtime.set_agent_model("root", "auto")
+    await built.runtime.run_stream(start(FakeIO(), "hi"))
+    assert provider.requests[0].model == auto
