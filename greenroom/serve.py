@@ -33,7 +33,12 @@ from hypercorn.config import Config, Sockets
 from greenroom.actors import Registry, open_registry
 from greenroom.agents import AgentSources, LocalRuntimeFactory
 from greenroom.agents._tools import default_tools_for
-from greenroom.errors import GreenroomError, InvalidRequest
+from greenroom.errors import (
+    AgentConfigError,
+    AgentSourceUnavailable,
+    GreenroomError,
+    InvalidRequest,
+)
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
 from greenroom.transport import AppConfig, ShieldedSend, create_app
 
@@ -94,11 +99,17 @@ class SourcesCatalog:
         return [entry.to_json() for entry in self.sources.list()]
 
     def agent_config(self, source: str) -> dict[str, Any]:
-        return self.sources.get_json(source)
+        try:
+            return self.sources.get_json(source)
+        except AgentConfigError as exc:  # the file never loaded: the source is unusable
+            raise AgentSourceUnavailable(str(exc)) from exc
 
     async def tool_count(self, source: str, agent_name: str) -> int:
         await trio.lowlevel.checkpoint()
-        agent = self.sources.get(source).agent(agent_name)
+        try:
+            agent = self.sources.get(source).agent(agent_name)
+        except AgentConfigError as exc:
+            raise AgentSourceUnavailable(str(exc)) from exc
         return len(default_tools_for(agent).specs)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from greenroom.domain import Session
-from greenroom.errors import GreenroomError
+from greenroom.errors import AgentConfigError, AgentSourceUnavailable, GreenroomError
 
 from ._local import LocalRuntime
 from ._models import ProviderFor
@@ -61,9 +61,12 @@ class LocalRuntimeFactory:
 
         Raises:
             AgentNotFound: unknown source or agent.
-            AgentConfigError: the source's file has never loaded successfully.
+            AgentSourceUnavailable: the source's file has never loaded successfully.
         """
-        config = self._sources.get(source)
+        try:
+            config = self._sources.get(source)
+        except AgentConfigError as exc:  # the file never loaded: the source is unusable
+            raise AgentSourceUnavailable(str(exc)) from exc
         agent = config.agent(agent_name)
         auto = self._auto_model()
         provider_for = self._provider_for or self._default_provider_for(Path(config.path).parent)
