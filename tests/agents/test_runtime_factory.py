@@ -10,7 +10,7 @@ import pytest
 from greenroom.agents import AgentSources, LocalRuntime, LocalRuntimeFactory
 from greenroom.agents.providers._base import ModelConfig
 from greenroom.domain import Session
-from greenroom.errors import AgentConfigError, AgentNotFound
+from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 
 from .loop_support import AGENT_YAML, FakeIO, FakeProvider, start, text
 
@@ -49,7 +49,7 @@ async def test_unknown_source_or_agent_is_agent_not_found(sources) -> None:
         await f.build("ghost", "", Session.new())
     with pytest.raises(AgentNotFound):
         await f.build("team", "ghost", Session.new())
-    with pytest.raises(AgentConfigError):
+    with pytest.raises(AgentSourceUnavailable, match="broken"):
         await f.build("broken", "", Session.new())
 
 
