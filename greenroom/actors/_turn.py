@@ -73,6 +73,7 @@ class ActorTurnIO:
         return self._actor.session
 
     async def emit(self, event: Event) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled turn delivers nothing more
         # A mirroring runtime already delivered its elicitations through the session sink:
         # log them once, but still show them on the run stream.
         skip_log = self._mirrors and isinstance(event, ElicitationRequest)

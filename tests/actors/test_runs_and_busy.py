@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from greenroom.actors import Registry, RegistryConfig, StreamState, open_registry
+from greenroom.actors._commands import DisconnectPolicy
 from greenroom.agents import BuiltRuntime, QueuedMessage, TurnIO
 from greenroom.domain import (
     AgentChoice,
@@ -113,14 +114,14 @@ class TwoPhaseRuntime(FakeRuntime):
     def __init__(self, after: list[Event]) -> None:
         super().__init__(hold=True)
         self.after = after
-        self.finished = False
+        self.finished = trio.Event()
 
     async def run_stream(self, io: TurnIO) -> None:
         await super().run_stream(io)
         for event in self.after:
             await io.emit(event)
         await io.add_message(Message.assistant("late reply"))
-        self.finished = True
+        self.finished.set()
 
 
 class FailingRuntime(FakeRuntime):
@@ -219,8 +220,12 @@ async def test_cancellation_unblocks_existing_title(
         assert registry.last_event_seq(session.id) == 1
 
 
+@pytest.mark.parametrize("policy", ["cancel", "continue"])
 async def test_send_stream_event_cancellation_unblocks(
-    autojump_clock: trio.testing.MockClock, store: MemoryStore, factory: FakeFactory
+    autojump_clock: trio.testing.MockClock,
+    store: MemoryStore,
+    factory: FakeFactory,
+    policy: DisconnectPolicy,
 ) -> None:
     # upstream: TestSendStreamEvent_CancellationUnblocks
     # Go's sendStreamEvent is the turn's emit: an emit blocked on an unread, unbuffered stream
@@ -231,7 +236,7 @@ async def test_send_stream_event_cancellation_unblocks(
         session = await registry.create(Session.new())
         with trio.fail_after(5):
             stream = await registry.session(session.id).run(
-                "agent", (user("hi"),), on_disconnect="continue"
+                "agent", (user("hi"),), on_disconnect=policy
             )
             await runtime.turn_started.wait()
             await trio.testing.wait_all_tasks_blocked()
@@ -240,12 +245,16 @@ async def test_send_stream_event_cancellation_unblocks(
             assert runtime.streams == 1
             stream.close()
             await trio.testing.wait_all_tasks_blocked()
-        # The blocked emit returned (the turn outlives its stream with "continue"), so the
-        # runtime went on to its second event and now waits for release.
-        assert registry.last_event_seq(session.id) == 2
-        assert runtime.streams == 1
-        runtime.release()
-        await trio.testing.wait_all_tasks_blocked()
+        if policy == "cancel":
+            # The blocked emit gave way to the turn's cancellation: nothing more ran.
+            assert registry.last_event_seq(session.id) == 1
+        else:
+            # The blocked emit returned and the turn outlived its stream: the runtime went on
+            # to its second event and now waits for release.
+            assert registry.last_event_seq(session.id) == 2
+            assert runtime.streams == 1
+            runtime.release()
+            await trio.testing.wait_all_tasks_blocked()
         assert runtime.streams == 0
         assert state_of(registry, session.id) is StreamState.IDLE
 
@@ -557,14 +566,14 @@ async def test_closing_run_stream_cancels_turn_and_actor_is_idle(
         stream.close()
         await trio.testing.wait_all_tasks_blocked()
         assert runtime.streams == 0
-        assert not runtime.finished  # cancelled in its hold, never reached its second phase
+        assert not runtime.finished.is_set()  # cancelled in its hold: no second phase
         assert not await streaming(registry, session.id)
         assert messages_of(await registry.get(session.id)) == ["hi"]
         # The actor is idle: the next run starts (and this time runs to completion).
         runtime.rearm()
         runtime.release()
         await drain(await handle.run("agent", (user("again"),)))
-    assert runtime.finished
+    assert runtime.finished.is_set()
     assert messages_of(await registry.get(session.id)) == ["hi", "again", "late reply"]
 
 
@@ -592,7 +601,7 @@ async def test_continue_policy_keeps_turn_running_and_feeding_event_log(
         seen = [entry.event async for entry in _take(subscription, 1)]
         assert seen == [AgentChoice("after the client left")]
         await trio.testing.wait_all_tasks_blocked()
-    assert runtime.finished
+    assert runtime.finished.is_set()
     assert not await streaming(registry, session.id)
     assert messages_of(await store.get_session(session.id)) == ["hi", "late reply"]
 
