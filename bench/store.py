@@ -26,8 +26,12 @@ from greenroom.persistence import SqliteStore, open_sqlite_store
 CONTENT = "The build passed; 3 files changed, 42 insertions(+), 7 deletions(-). " * 2
 
 
-async def run_once(path: Path, producers: int, total: int) -> tuple[float, int]:
-    """(messages per second, transactions committed) for ``total`` messages."""
+async def run_once(path: Path, producers: int, total: int) -> tuple[float, float, int]:
+    """(messages per second, CPU µs per message, transactions) for ``total`` messages.
+
+    CPU time is the whole process's (trio thread and writer thread): unlike the rate, it
+    barely moves when other processes compete for the machine.
+    """
     per_producer, extra = divmod(total, producers)
     async with open_sqlite_store(path) as store:
         sessions = [
@@ -39,17 +43,17 @@ async def run_once(path: Path, producers: int, total: int) -> tuple[float, int]:
             for _ in range(count):
                 await store.add_message(session_id, Message.assistant(CONTENT))
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         async with trio.open_nursery() as nursery:
             for n, session_id in enumerate(sessions):
                 count = per_producer + (1 if n < extra else 0)
                 nursery.start_soon(produce, store, session_id, count)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         batches = store.batches - batches
-    return total / elapsed, batches
+    return total / elapsed, cpu / total * 1e6, batches
 
 
-def measure(producers: int, total: int, runs: int) -> list[tuple[float, int]]:
+def measure(producers: int, total: int, runs: int) -> list[tuple[float, float, int]]:
     results = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="greenroom-bench-") as directory:
@@ -71,18 +75,27 @@ def main() -> None:
         f"{platform.python_version()}, SQLite {__import__('sqlite3').sqlite_version}"
     )
     print(f"message: one assistant message, {len(CONTENT)}-character content")
+    print(f"load average before: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print()
-    print("| producers | messages | median msg/s | runs (msg/s)            | msgs/commit |")
-    print("|----------:|---------:|-------------:|-------------------------|------------:|")
+    print(
+        "| producers | messages | median msg/s | runs (msg/s)            "
+        "| CPU µs/msg | msgs/commit |"
+    )
+    print(
+        "|----------:|---------:|-------------:|-------------------------"
+        "|-----------:|------------:|"
+    )
     for producers, total in ((1, args.one), (args.producers, args.many)):
         results = measure(producers, total, args.runs)
-        rates = [rate for rate, _ in results]
-        per_commit = statistics.median(total / batches for _, batches in results)
+        rates = [rate for rate, _, _ in results]
+        cpu = statistics.median(cpu for _, cpu, _ in results)
+        per_commit = statistics.median(total / batches for _, _, batches in results)
         runs = ", ".join(f"{rate:,.0f}" for rate in rates)
         print(
             f"| {producers:>9} | {total:>8,} | {statistics.median(rates):>12,.0f} "
-            f"| {runs:<23} | {per_commit:>11.1f} |"
+            f"| {runs:<23} | {cpu:>10.1f} | {per_commit:>11.1f} |"
         )
+    print(f"load average after: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":

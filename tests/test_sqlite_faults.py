@@ -12,6 +12,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pytest
 import trio
 import trio.testing
 
-from greenroom.domain import Message, Session
+import greenroom.persistence.sqlite as sqlite_module
+from greenroom.domain import Message, Session, SubSession
 from greenroom.errors import (
     DatabaseError,
     DatabaseInUse,
@@ -28,6 +30,8 @@ from greenroom.errors import (
     MessageNotFound,
     NewerDatabase,
     NotADatabase,
+    SessionNotFound,
+    StoreError,
 )
 from greenroom.persistence import open_sqlite_store
 from greenroom.persistence._sqlite_open import APPLICATION_ID, migrations
@@ -67,11 +71,6 @@ def read_titles(path: Path) -> list[str]:
 # --- files that are not greenroom databases ---------------------------------------------------
 
 
-def write_bytes(path: Path, data: bytes) -> bytes:
-    path.write_bytes(data)
-    return data
-
-
 @pytest.mark.parametrize(
     "data",
     [
@@ -81,7 +80,7 @@ def write_bytes(path: Path, data: bytes) -> bytes:
 )
 async def test_a_file_that_is_not_a_database(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "greenroom.db"
-    write_bytes(path, data)
+    path.write_bytes(data)
     exc = await open_fails(path, NotADatabase)
     assert_clear(exc, path, "not a usable SQLite database", "choose another --db path")
     assert path.read_bytes() == data
@@ -150,6 +149,7 @@ async def probe(path: Path) -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.slow
 async def test_a_read_only_file(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     assert await probe(path) == {"ok": True}  # the child can create and write a db here
@@ -168,6 +168,7 @@ async def test_a_read_only_file(tmp_path: Path) -> None:
     assert len(read_titles(path)) == 2
 
 
+@pytest.mark.slow
 async def test_an_empty_read_only_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     path.touch()
@@ -178,6 +179,7 @@ async def test_an_empty_read_only_file(tmp_path: Path) -> None:
     assert path.read_bytes() == b""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True], ids=["new-db", "existing-db"])
 async def test_a_read_only_directory(tmp_path: Path, existing: bool) -> None:
     directory = tmp_path / "ro"
@@ -242,6 +244,7 @@ async def read_line(stream: trio.abc.ReceiveStream) -> str:
     return data.decode().strip()
 
 
+@pytest.mark.slow
 async def test_a_second_store_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     command = [sys.executable, str(CHILD), "hold", str(path)]
@@ -311,30 +314,113 @@ async def test_a_failing_job_fails_alone_in_its_batch(tmp_path: Path) -> None:
             except MessageNotFound as exc:
                 failures.append(exc)
 
-        # Another connection holds SQLite's write lock: the writer's first batch (job 0) waits
-        # for it, and everything sent meanwhile queues up for one second batch.
-        blocker = sqlite3.connect(path, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
+        async def clash() -> None:
+            # Several statements, the last one failing: its savepoint undoes the first ones.
+            sub = SubSession(Session.new(session_id=theirs.id))
+            try:
+                await store.add_session(Session.new(session_id="clash", items=(sub,)))
+            except StoreError as exc:
+                failures.append(exc)
+
+        # A first job that holds the writer thread until released: everything sent meanwhile
+        # queues up and is committed together, in the second transaction. (Private _write:
+        # the public methods give no way to hold the writer.)
+        holder = Holder()
         batches = store.batches
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(add, 0)
-                await trio.testing.wait_all_tasks_blocked()
-                for n in range(1, 11):
+                nursery.start_soon(store._write, holder)
+                await holder.started()
+                for n in range(10):
                     nursery.start_soon(add, n)
+                    if n == 3:
+                        nursery.start_soon(clash)
                     if n == 5:
                         nursery.start_soon(hijack)
-                await trio.testing.wait_all_tasks_blocked()
-                blocker.execute("ROLLBACK")
-                blocker.close()
+                await trio.testing.wait_all_tasks_blocked()  # all 12 jobs are queued
+                holder.release.set()
 
-        assert store.batches - batches == 2  # job 0, then the 11 others in one transaction
-        assert len(failures) == 1
-        assert len(set(ids.values())) == 11
+        assert store.batches - batches == 2  # the holder, then the 12 others in one transaction
+        assert sorted(type(f).__name__ for f in failures) == ["MessageNotFound", "StoreError"]
+        with pytest.raises(SessionNotFound):
+            await store.get_session("clash")
+        assert len(set(ids.values())) == 10
         after = [m for m in (await store.get_session(mine.id)).items if isinstance(m, Message)]
         assert after[0] == mine.items[0]
-        assert after[1].content == "m0"
         # Stored in id order, each under the id its caller got; nothing of the hijack.
         assert [m.id for m in after[1:]] == sorted(ids.values())
         assert {m.content: m.id for m in after[1:]} == {f"m{n}": i for n, i in ids.items()}
         assert await store.get_session(theirs.id) == theirs
+
+
+class Holder:
+    """A private job that keeps the writer thread busy until released."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, _: sqlite3.Connection) -> None:
+        self.running.set()
+        self.release.wait(20)
+
+    async def started(self) -> None:
+        assert await trio.to_thread.run_sync(self.running.wait, 20)
+
+
+async def test_a_cancelled_caller_leaves_the_store_working(tmp_path: Path) -> None:
+    async with open_sqlite_store(tmp_path / "store.db") as store:
+        session = await store.add_session(Session.new())
+        holder = Holder()
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(store._write, holder)
+                await holder.started()
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await store.add_message(session.id, Message.user("given up on"))
+                assert scope.cancelled_caught
+                holder.release.set()
+            # The abandoned write was committed all the same, and the store carries on.
+            next_id = await store.add_message(session.id, Message.user("next"))
+        items = (await store.get_session(session.id)).items
+        assert [m.content for m in items if isinstance(m, Message)] == ["given up on", "next"]
+        assert isinstance(items[-1], Message)
+        assert items[-1].id == next_id
+
+
+async def test_backpressure_and_closing_while_producers_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_QUEUE_SIZE", 3)
+    async with open_sqlite_store(tmp_path / "store.db") as store:
+        session = await store.add_session(Session.new())
+        holder = Holder()
+        done: list[int] = []
+        refused: list[StoreError] = []
+
+        async def add(n: int) -> None:
+            try:
+                done.append(await store.add_message(session.id, Message.user(f"m{n}")))
+            except StoreError as exc:
+                refused.append(exc)
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(store._write, holder)
+                await holder.started()
+                for n in range(6):
+                    nursery.start_soon(add, n)
+                await trio.testing.wait_all_tasks_blocked()
+                # The holder and two messages fill the 3 slots; 4 producers wait for room.
+                assert store._slots.statistics().tasks_waiting == 4
+                nursery.start_soon(store.aclose)
+                await trio.testing.wait_all_tasks_blocked()
+                holder.release.set()
+        # What was queued before the close committed; the producers still waiting were
+        # refused once room came free, and nothing hangs.
+        assert len(done) == 2
+        assert len(refused) == 4
+        assert all("closed" in exc.message for exc in refused)
+    async with open_sqlite_store(tmp_path / "store.db") as store:
+        assert len((await store.get_session(session.id)).items) == 2

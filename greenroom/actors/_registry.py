@@ -7,6 +7,7 @@ trio); spawning is serialised per session id, so one session never has two actor
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -126,6 +127,7 @@ class Registry:
                 ),
             )
         finally:
+            actor.exited.set()
             if self._actors.get(actor.id) is actor:
                 del self._actors[actor.id]
             stopped = self._stopped.pop(actor.id, None)
@@ -264,9 +266,10 @@ class Registry:
     # --- event logs ----------------------------------------------------------------------
 
     def ensure_log(self, session_id: str) -> EventLog | None:
-        """The session's log, created lazily; None once the session is deleted."""
+        """The session's log, created lazily; None once the session is deleted. A log closed
+        because an embedder's event source ended is replaced by a fresh one."""
         slot = self._logs.get(session_id)
-        if slot is not None:
+        if slot is not None and not slot.log.closed:
             return slot.log
         if session_id in self._tombstones:
             return None
@@ -316,8 +319,7 @@ class Registry:
         source ends or the session is deleted. A no-op for a deleted session."""
         if session_id in self._tombstones:
             return
-        log_ = self.ensure_log(session_id)
-        assert log_ is not None
+        self.ensure_log(session_id)
         slot = self._logs[session_id]
         if slot.pump is not None:
             slot.pump.cancel(reason="replaced by a new event source")
@@ -366,9 +368,12 @@ class Registry:
     # --- shutdown ------------------------------------------------------------------------
 
     async def _stop_all(self) -> None:
+        """Ask every actor to persist and stop, and wait until each has (server shutdown)."""
+
         async def stop(actor: SessionActor) -> None:
-            with suppress(GreenroomError, _Retired):
+            with contextlib.suppress(GreenroomError, _Retired):
                 await self._call_actor(actor, c.Stop())
+            await actor.exited.wait()
 
         async with trio.open_nursery() as nursery:
             for actor in list(self._actors.values()):
@@ -515,6 +520,7 @@ async def open_registry(
         try:
             yield registry
         finally:
-            with trio.move_on_after(config.shutdown_grace, shield=True):
+            # Each actor may wait up to shutdown_grace for its cancelled turn, then persists.
+            with trio.move_on_after(2 * config.shutdown_grace, shield=True):
                 await registry._stop_all()
             nursery.cancel_scope.cancel(reason="registry closed")

@@ -14,7 +14,6 @@ import collections
 import contextlib
 import enum
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +77,7 @@ class SessionActor:
         self.idempotency = IdempotencyCache()
         self.deleted = False
         self.stopping = False
+        self.exited = trio.Event()  # set by the registry once this actor's task has ended
         self.nursery: trio.Nursery | None = None
         # The registry holds the only send end; closing it retires the actor.
         self.mailbox, self._inbox = trio.open_memory_channel[Call](self.config.mailbox_size)
@@ -86,6 +86,8 @@ class SessionActor:
         )
         self._guard_free = trio.Event()
         self._guard_free.set()
+        self._turn_ended = trio.Event()
+        self._last_active = trio.current_time()
 
     @property
     def attached(self) -> bool:
@@ -111,6 +113,10 @@ class SessionActor:
             if self.deleted:
                 # Stopped means: the cancelled turn finished and the embedder let go.
                 await self._guard_free.wait()
+            elif self.turn is not None:
+                # Shutting down: the cancelled turn gets a moment to persist what it did.
+                with trio.move_on_after(self.config.shutdown_grace):
+                    await self._turn_ended.wait()
             nursery.cancel_scope.cancel(reason=f"session actor {self.id} stopped")
         if self.runtime is not None and not self.attached:
             with trio.move_on_after(self.config.shutdown_grace, shield=True):
@@ -120,18 +126,15 @@ class SessionActor:
 
     async def _serve(self) -> None:
         while not (self.deleted or self.stopping):
-            with trio.move_on_at(self._retire_at()) as idle:
+            with trio.move_on_at(self._last_active + self.config.idle_timeout) as idle:
                 call = await self._inbox.receive()
             if idle.cancelled_caught:
                 if self._try_retire():
                     return
+                self._last_active = trio.current_time()  # busy: look again an idle period later
                 continue
             await self._dispatch(call)
-
-    def _retire_at(self) -> float:
-        if self._busy_otherwise():
-            return math.inf
-        return trio.current_time() + self.config.idle_timeout
+            self._last_active = trio.current_time()
 
     def _busy_otherwise(self) -> bool:
         return (
@@ -225,12 +228,15 @@ class SessionActor:
     def start_turn(self, turn: Turn) -> None:
         self.state = StreamState.RUNNING
         self.turn = turn
+        self._turn_ended = trio.Event()
 
     def end_turn(self, turn: Turn) -> None:
         """Idle again *before* the stream closes: a client that drains it can run again."""
         if self.turn is turn:
             self.turn = None
             self.state = StreamState.IDLE
+            self._turn_ended.set()
+            self._last_active = trio.current_time()
             self._grant_guard()
         if turn.send is not None:
             turn.send.close()

@@ -27,7 +27,8 @@ class LocalRuntimeFactory:
 
     Args:
         sources: the agent files, by key.
-        env: environment for API keys and the ``auto`` model (default: ``os.environ``).
+        env: environment for API keys and the ``auto`` model (default: ``os.environ``, read
+            live; a mapping given here is copied).
         provider_for: makes a model's provider (default: ``providers.make_provider`` with
             ``env`` and the agent file's directory).
         auto_model: what ``auto`` stands for (default: ``providers.resolve_auto(env)``).
@@ -44,7 +45,9 @@ class LocalRuntimeFactory:
         tools_for: ToolsFor = default_tools_for,
     ) -> None:
         self._sources = sources
-        self._env = dict(os.environ if env is None else env)
+        # os.environ itself, not a copy: keys are read when each model call starts, so a key
+        # set after the server started is used by the next run.
+        self._env: Mapping[str, str] = os.environ if env is None else dict(env)
         self._provider_for = provider_for
         self._auto = auto_model
         self._tools_for = tools_for

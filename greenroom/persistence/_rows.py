@@ -41,8 +41,12 @@ SESSION_COLUMNS = (
 )
 
 
+# One encoder for every row: json.dumps with these options would build a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def session_to_row(session: Session) -> tuple[Any, ...]:

@@ -1,21 +1,25 @@
-"""The SQLite session store: one writer task with group commit, readers on their own connections.
+"""The SQLite session store: one writer thread with group commit, readers on their own connections.
 
-Writes are jobs (a function of the writer connection). The writer task takes every job queued
-while the previous transaction was committing and runs them all in one transaction, each inside
-its own savepoint so one failing job fails alone. One thread hop and one fsync-free WAL commit
-then serve a whole batch: with many producers, throughput is bounded by SQLite, not by the hop.
-A job's caller gets its result only after the commit, so an acknowledged write survives a crash
-of the process (WAL with ``synchronous=NORMAL``).
+Writes are jobs (a function of the writer connection). A dedicated writer thread owns the writer
+connection; it takes every job queued while it was committing the previous transaction and
+runs them all in one transaction, so one wake-up and one fsync-free WAL commit serve a whole
+batch: with many producers, throughput is bounded by SQLite, not by thread hops. A job that
+writes more than one statement runs inside its own savepoint, so a failing job fails alone.
+The thread hands results back with ``TrioToken.run_sync_soon`` and a caller resumes only
+after the commit, so an acknowledged write survives a crash of the process (WAL with
+``synchronous=NORMAL``). Jobs go to the thread through a plain queue, not a trio task, so the
+thread starts the next batch as soon as it has committed one.
 """
 
 from __future__ import annotations
 
-import contextlib
+import queue
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import outcome
@@ -52,17 +56,27 @@ from ._sqlite_open import (
 
 T = TypeVar("T")
 
-# Jobs waiting for the writer. When full, producers wait: that is the store's backpressure.
+# Jobs queued or being committed. When that many are, producers wait: the store's backpressure.
 _QUEUE_SIZE = 4096
 # The most jobs one transaction takes, so one commit never grows without bound.
 _MAX_BATCH = 2048
 _READERS = 4
 
 
-@attrs.frozen
 class _Job:
-    fn: Callable[[sqlite3.Connection], Any]
-    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+    """One write: ``fn`` runs on the writer thread; ``task`` waits for its outcome."""
+
+    __slots__ = ("atomic", "fn", "task")
+
+    def __init__(
+        self, fn: Callable[[sqlite3.Connection], Any], task: trio.lowlevel.Task, atomic: bool
+    ) -> None:
+        self.fn = fn
+        # None once the caller stopped waiting (cancelled): the write still commits.
+        self.task: trio.lowlevel.Task | None = task
+        # One statement, or several with nothing written before the one that can fail: needs
+        # no savepoint, because SQLite undoes a failed statement on its own.
+        self.atomic = atomic
 
 
 class SqliteStore:
@@ -71,7 +85,13 @@ class SqliteStore:
     def __init__(self, path: Path, writer: sqlite3.Connection) -> None:
         self.path = path
         self._writer = writer
-        self._jobs_send, self._jobs_recv = trio.open_memory_channel[_Job](_QUEUE_SIZE)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._slots = trio.Semaphore(_QUEUE_SIZE)
+        self._token = trio.lowlevel.current_trio_token()
+        self._thread = threading.Thread(
+            target=self._writer_thread, name=f"greenroom-sqlite-writer {path}", daemon=True
+        )
+        self._stopped = trio.Event()
         self._readers: list[sqlite3.Connection] = []
         self._read_limiter = trio.CapacityLimiter(_READERS)
         self._closed = False
@@ -79,56 +99,84 @@ class SqliteStore:
 
     # --- plumbing ------------------------------------------------------------------------
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"store {self.path} is closed")
-        send, recv = trio.open_memory_channel[outcome.Outcome[T]](1)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, atomic: bool = False) -> T:
+        self._check_open()
         try:
-            await self._jobs_send.send(_Job(fn, send))
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            raise StoreError(f"store {self.path} is closed") from None
-        async with recv:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._slots.acquire()  # backpressure: wait for a free slot
             try:
-                result = await recv.receive()
-            except trio.EndOfChannel:
-                raise StoreError(f"store {self.path} stopped before committing") from None
-        return result.unwrap()
+                self._check_open()
+            except StoreError:
+                self._slots.release()
+                raise
+        job = _Job(fn, trio.lowlevel.current_task(), atomic)
+        self._jobs.put(job)
 
-    async def _writer_loop(self) -> None:
-        async with self._jobs_recv:
-            try:
-                await self._write_batches()
-            finally:
-                # Cancelled: whoever still waits learns the store stopped (no caller hangs).
-                while True:
-                    try:
-                        self._jobs_recv.receive_nowait().reply.close()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            job.task = None  # the caller is cancelled; the job commits all the same
+            return trio.lowlevel.Abort.SUCCEEDED
 
-    async def _write_batches(self) -> None:
-        async for first in self._jobs_recv:
+        # No checkpoint between put() and here: the reply, delivered by a callback of the
+        # trio loop, cannot arrive before this task waits for it. The job's outcome comes back
+        # unwrapped: its value, or its exception raised here.
+        result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+        return result
+
+    def _deliver(self, batch: list[_Job], results: list[outcome.Outcome[Any]]) -> None:
+        # Runs in the trio thread (TrioToken.run_sync_soon).
+        for job, result in zip(batch, results, strict=True):
+            self._slots.release()
+            if job.task is not None:
+                trio.lowlevel.reschedule(job.task, result)
+
+    def _writer_thread(self) -> None:
+        # The only user of the writer connection, so it never needs a lock. Stops at the None
+        # that _shutdown queues after the last job.
+        running = True
+        while running:
+            first = self._jobs.get()
+            if first is None:
+                break
             batch = [first]
             while len(batch) < _MAX_BATCH:
                 try:
-                    batch.append(self._jobs_recv.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
                     break
-            results = await trio.to_thread.run_sync(self._commit, batch)
+                if job is None:
+                    running = False
+                    break
+                batch.append(job)
+            try:
+                results = self._commit(batch)
+            except BaseException as exc:  # a bug: fail the batch loudly, keep serving
+                error = StoreError(f"writing {self.path} failed: {exc!r}")
+                results = [outcome.Error(error) for _ in batch]
             self.batches += 1
-            for job, result in zip(batch, results, strict=True):
-                # A cancelled caller closed its end; the write is committed all the same.
-                with job.reply, contextlib.suppress(trio.BrokenResourceError):
-                    job.reply.send_nowait(result)
+            self._token.run_sync_soon(self._deliver, batch, results)
+        self._token.run_sync_soon(self._stopped.set)
 
     def _commit(self, batch: list[_Job]) -> list[outcome.Outcome[Any]]:
-        # Runs in a worker thread; the writer connection is only ever used here, one batch at a
-        # time, so it never needs a lock.
         conn = self._writer
         results: list[outcome.Outcome[Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
+                if job.atomic:
+                    try:
+                        results.append(outcome.Value(job.fn(conn)))
+                    except Exception as exc:
+                        results.append(outcome.Error(_translate(self.path, exc)))
+                        if not conn.in_transaction:  # SQLite gave up the whole transaction
+                            raise sqlite3.OperationalError(
+                                f"transaction rolled back: {exc}"
+                            ) from exc
+                    continue
                 conn.execute("SAVEPOINT job")
                 try:
                     results.append(outcome.Value(job.fn(conn)))
@@ -145,8 +193,7 @@ class SqliteStore:
         return results
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._closed:
-            raise StoreError(f"store {self.path} is closed")
+        self._check_open()
         async with self._read_limiter:
             spare = self._readers.pop() if self._readers else None
             conn, result = await trio.to_thread.run_sync(self._run_read, spare, fn)
@@ -174,10 +221,20 @@ class SqliteStore:
         except Exception as exc:
             return conn, outcome.Error(exc)
 
+    def _start(self) -> None:
+        self._thread.start()
+
     def _shutdown(self) -> None:
-        # Closing the queue lets the writer commit what is queued, then stop.
-        self._closed = True
-        self._jobs_send.close()
+        # The writer thread commits what is queued, then stops. Idempotent.
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)
+
+    async def _stopped_writing(self) -> None:
+        # Shielded: the thread is finishing queued jobs (bounded by _QUEUE_SIZE), and the
+        # connections must outlive it.
+        with trio.CancelScope(shield=True):
+            await self._stopped.wait()
 
     def _close_connections(self) -> None:
         for conn in self._readers:
@@ -199,17 +256,28 @@ class SqliteStore:
         return await self._read(_list_sessions)
 
     async def update_session(self, session: Session) -> None:
-        await self._write(lambda conn: _upsert_metadata(conn, session))
+        row = _rows.session_to_row(session)
+
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(_UPSERT_METADATA, row)
+
+        await self._write(upsert, atomic=True)
 
     async def delete_session(self, session_id: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:
+            # One statement: the sub-sessions and items go with it (ON DELETE CASCADE).
             if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
-        await self._write(delete)
+        await self._write(delete, atomic=True)
+
+    async def _append(self, session_id: str, item: Message | Summary | ErrorItem) -> int:
+        # Serialised here, in the caller, so the writer thread only runs SQL.
+        row = _rows.item_to_row(item)
+        return await self._write(lambda conn: _append_row(conn, session_id, row), atomic=True)
 
     async def add_message(self, session_id: str, message: Message) -> int:
-        return await self._write(lambda conn: _append_item(conn, session_id, message))
+        return await self._append(session_id, message)
 
     async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
         _, role, body = _rows.item_to_row(message)
@@ -224,13 +292,13 @@ class SqliteStore:
                 _require_session(conn, session_id)
                 raise MessageNotFound(f"message {message_id} not found in session {session_id}")
 
-        await self._write(update)
+        await self._write(update, atomic=True)
 
     async def add_error(self, session_id: str, error: ErrorItem) -> None:
-        await self._write(lambda conn: _append_item(conn, session_id, error))
+        await self._append(session_id, error)
 
     async def add_summary(self, session_id: str, summary: Summary) -> None:
-        await self._write(lambda conn: _append_item(conn, session_id, summary))
+        await self._append(session_id, summary)
 
     async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
         def add(conn: sqlite3.Connection) -> None:
@@ -245,7 +313,7 @@ class SqliteStore:
             if conn.execute(sql, (*values, session_id)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
-        await self._write(update)
+        await self._write(update, atomic=True)
 
     async def update_title(self, session_id: str, title: str) -> None:
         await self._set(session_id, "title = ?", (title,))
@@ -280,7 +348,7 @@ class SqliteStore:
 
     async def aclose(self) -> None:
         self._shutdown()
-        await trio.lowlevel.checkpoint()
+        await self._stopped_writing()
 
 
 def _translate(path: Path, exc: Exception) -> Exception:
@@ -342,6 +410,24 @@ def _insert_item(conn: sqlite3.Connection, session_id: str, position: int, item:
     return item
 
 
+# The next position and the insert in one statement. An unknown session fails the foreign key,
+# and SQLite undoes the failed statement on its own, so the job needs no savepoint.
+_APPEND_ROW = (
+    "INSERT INTO items (session_id, position, kind, role, body)"
+    " SELECT ?, COALESCE(MAX(position) + 1, 0), ?, ?, ? FROM items WHERE session_id = ?"
+)
+
+
+def _append_row(conn: sqlite3.Connection, session_id: str, row: tuple[str, str | None, str]) -> int:
+    kind, role, body = row
+    try:
+        cursor = conn.execute(_APPEND_ROW, (session_id, kind, role, body, session_id))
+    except sqlite3.IntegrityError:
+        _require_session(conn, session_id)
+        raise
+    return int(cursor.lastrowid or 0)
+
+
 def _append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
     row = conn.execute(
         "SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM items WHERE session_id = ?)"
@@ -352,10 +438,6 @@ def _append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
         raise SessionNotFound(session_id)
     stored = _insert_item(conn, session_id, row[0], item)
     return stored.id if isinstance(stored, Message) else 0
-
-
-def _upsert_metadata(conn: sqlite3.Connection, session: Session) -> None:
-    conn.execute(_UPSERT_METADATA, _rows.session_to_row(session))
 
 
 def _load_session(conn: sqlite3.Connection, session_id: str) -> Session:
@@ -433,31 +515,16 @@ async def open_sqlite_store(path: str | Path) -> AsyncIterator[SqliteStore]:
         writer = await trio.to_thread.run_sync(open_writer, path)
         store = SqliteStore(path, writer)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._writer_loop)
-                try:
-                    yield store
-                finally:
-                    store._shutdown()
-        except BaseExceptionGroup as group:
-            # The writer task does not raise, so a lone exception came from the caller's
-            # block: give it back as raised, not wrapped in the nursery's group.
-            if len(group.exceptions) != 1:
-                raise
-            _reraise(group.exceptions[0])
+            store._start()
+            try:
+                yield store
+            finally:
+                store._shutdown()
+                await store._stopped_writing()
         finally:
             store._close_connections()
     finally:
         release_process_lock(lock)
-
-
-def _reraise(exc: BaseException) -> NoReturn:
-    # ``raise exc`` inside ``except`` would chain the group as its context; keep the original.
-    context = exc.__context__
-    try:
-        raise exc
-    finally:
-        exc.__context__ = context
 
 
 __all__ = ["SqliteStore", "open_sqlite_store"]

@@ -70,9 +70,8 @@ def parse_body(data: bytes, cls: type[T], *, empty_ok: bool = False) -> T:
 
 def error_body(exc: GreenroomError, *, code: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"message": exc.message, "code": code or exc.code}
-    path = getattr(exc, "path", None)
-    if isinstance(exc, InvalidRequest) and path and path != "$":
-        body["path"] = path
+    if isinstance(exc, InvalidRequest):
+        body["path"] = exc.path  # "$" when the body as a whole is wrong
     return body
 
 

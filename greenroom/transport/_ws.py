@@ -157,7 +157,7 @@ class Connection:
             self._limiter.release_on_behalf_of(ref)
 
     async def _run_op(self, op: Operation, frame_id: Any, frame: dict[str, Any]) -> None:
-        params = {name: _text(frame, name) for name in op.params}
+        params = {name: _param(frame, name) for name in op.params}
         if op.name == "run" and "agent_name" in frame:
             params["agent_name"] = _text(frame, "agent_name")
         query = {k: str(frame[k]) for k in op.query if k in frame and frame[k] is not None}
@@ -229,6 +229,14 @@ def event_frame(session_id: str, entry: LogEntry, *, run: str | None = None) -> 
     if run is not None:
         head += f'"run":{run},'
     return f'{head}"seq":{entry.seq},"event":{entry.data.decode()}}}'
+
+
+def _param(frame: dict[str, Any], key: str) -> str:
+    """A path parameter: a string, or an integer (message ids are numbers in replies)."""
+    value = frame.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _text(frame, key)
 
 
 def _text(frame: dict[str, Any], key: str) -> str:

@@ -273,6 +273,27 @@ async def test_fork_title_increments_across_siblings(
     assert fork_of_fork.title == "Original (fork 4)"
 
 
+# upstream: TestForkSession_TitleIncrementsAcrossSiblings (concurrent siblings; SQLite, whose
+# awaits really interleave, so two forks could otherwise read the same highest number)
+async def test_fork_titles_distinct_for_concurrent_siblings_sqlite(tmp_path: Path) -> None:
+    titles: list[str] = []
+    with trio.fail_after(30):
+        async with open_sqlite_store(tmp_path / "sessions.db") as store:
+            async with open_registry(store, FakeFactory(FakeRuntime())) as registry:
+                parent = await registry.create(
+                    Session.new(title="Original", items=(Message.user("u1"),))
+                )
+
+                async def fork() -> None:
+                    titles.append((await registry.fork(parent.id, 0)).title)
+
+                async with trio.open_nursery() as nursery:
+                    for _ in range(10):
+                        nursery.start_soon(fork)
+            assert sorted(await store.titles()) == sorted(["Original", *titles])
+    assert sorted(titles) == sorted(f"Original (fork {n})" for n in range(1, 11))
+
+
 # upstream: TestForkSession_OutOfRange
 async def test_fork_out_of_range(
     autojump_clock: trio.testing.MockClock, registry: Registry, store: MemoryStore

@@ -593,6 +593,27 @@ async def test_delete_cancels_running_turn_without_resaving_session(
     registry: Registry,
     factory: FakeFactory,
     store: MemoryStore,
+    runtime: FakeRuntime,
+) -> None:
+    session_id = await new_session(registry)
+    stream = await registry.session(session_id).run("agent", (user("hi"),))
+    with trio.fail_after(10):
+        await runtime.turn_started.wait()
+        await registry.delete(session_id)
+        await registry.wait_stopped(session_id)
+        assert runtime.streams == 0  # cancelled: it was never released
+        assert await drain(stream) == []
+        await trio.testing.wait_all_tasks_blocked()
+    with pytest.raises(SessionNotFound):
+        await store.get_session(session_id)
+    assert await store.list_sessions() == []
+
+
+async def test_wait_stopped_waits_for_a_slow_cancelled_turn(
+    autojump_clock: trio.testing.MockClock,
+    registry: Registry,
+    factory: FakeFactory,
+    store: MemoryStore,
 ) -> None:
     session_id = await new_session(registry)
     rt = SlowToStopRuntime()
