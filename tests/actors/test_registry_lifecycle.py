@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import trio
 import trio.testing
 
 from greenroom.actors import RegistryConfig, open_registry
 from greenroom.domain import AgentChoice, Event, Session, Warning
+from greenroom.errors import SessionGone
 from greenroom.persistence import MemoryStore
 from tests.fakes import FakeFactory, FakeRuntime, drain, user
 
@@ -86,3 +88,33 @@ async def test_a_subscriber_keeps_an_idle_actor_alive(
             assert entry.seq == 1
         await trio.sleep(61)
         assert registry.live_ids() == []
+
+
+async def test_a_crashing_actor_is_supervised_one_for_one(
+    autojump_clock: trio.testing.MockClock, store: MemoryStore
+) -> None:
+    class FlakyStore(MemoryStore):
+        broken = True
+
+        async def update_title(self, session_id: str, title: str) -> None:
+            if self.broken:
+                raise RuntimeError("disk on fire")  # a bug, not a domain error
+            await super().update_title(session_id, title)
+
+    flaky = FlakyStore()
+    crashing = await flaky.add_session(Session.new(title="a"))
+    healthy = await flaky.add_session(Session.new(title="b"))
+    async with open_registry(flaky, FakeFactory()) as registry:
+        await registry.get(healthy.id)
+        with await registry.subscribe(crashing.id) as subscription:
+            with pytest.raises(SessionGone):
+                await registry.session(crashing.id).set_title("new")
+            entry = await subscription.__anext__()
+            assert entry.json()["type"] == "error"
+            assert entry.json()["code"] == "internal_error"
+        await trio.testing.wait_all_tasks_blocked()
+        assert crashing.id not in registry.live_ids()
+        assert healthy.id in registry.live_ids()  # its sibling runs on
+        flaky.broken = False
+        await registry.session(crashing.id).set_title("again")  # rebuilt from the store
+        assert (await registry.get(crashing.id)).title == "again"
