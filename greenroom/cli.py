@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         insecure_no_auth=args.insecure_no_auth,
         cors_origins=tuple(args.cors_origin),
         working_dir_root=args.session_workingdir_root,
+        tune_gc=True,
     )
     return run(cfg)
 

@@ -86,6 +86,16 @@ class RunStream:
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise StopAsyncIteration from None
 
+    def ready(self, limit: int) -> list[LogEntry]:
+        """Up to ``limit`` entries that are already waiting (never blocks)."""
+        entries: list[LogEntry] = []
+        while len(entries) < limit:
+            try:
+                entries.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        return entries
+
     async def __aenter__(self) -> RunStream:
         return self
 

@@ -78,6 +78,18 @@ class Subscription:
     def __aiter__(self) -> Subscription:
         return self
 
+    def ready(self, limit: int) -> list[LogEntry]:
+        """Up to ``limit`` entries that are already waiting (never blocks)."""
+        entries: list[LogEntry] = []
+        while len(entries) < limit and self._backlog:
+            entries.append(self._backlog.popleft())
+        while len(entries) < limit:
+            try:
+                entries.append(self._recv.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        return entries
+
     async def __anext__(self) -> LogEntry:
         if self._backlog:
             await trio.lowlevel.checkpoint()

@@ -304,3 +304,21 @@ async def test_closing_a_subscription_unregisters_it(
     assert log.append(ev(1)) is not None
     entries, ended = await collect(sub)
     assert (entries, ended) == ([], True)
+
+
+async def test_ready_takes_what_is_waiting_without_blocking(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log = EventLog("s", capacity=8)
+    for i in range(3):
+        log.append(AgentChoice(str(i)))
+    with log.subscribe(since=None) as subscription:
+        log.append(AgentChoice("live"))
+        first = await subscription.__anext__()
+        rest = subscription.ready(10)
+        assert [e.seq for e in [first, *rest]] == [1, 2, 3, 4]
+        assert subscription.ready(10) == []
+        log.append(AgentChoice("more"))
+        log.append(AgentChoice("again"))
+        assert [e.seq for e in subscription.ready(1)] == [5]
+        assert [e.seq for e in subscription.ready(1)] == [6]
