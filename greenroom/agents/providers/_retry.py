@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import attrs
+import httpx2
 import trio
 
 from greenroom.errors import ModelError, ModelRateLimited, ModelStreamMalformed, ModelTimeout
@@ -106,3 +107,17 @@ def connection_failure(
     else:
         error = ModelError(f"{ref}: cannot reach {url}: {cause}")
     return error if emitted else Retryable(error)
+
+
+def transport_failure(
+    exc: httpx2.TransportError, ref: str, base_url: str, *, emitted: bool
+) -> ModelError | Retryable:
+    """Our error for a connection that broke under the SDK (the request had been sent)."""
+    return connection_failure(
+        ref,
+        base_url,
+        repr(exc),
+        timed_out=isinstance(exc, httpx2.TimeoutException),
+        started=True,
+        emitted=emitted,
+    )

@@ -40,6 +40,7 @@ from ._retry import (
     Retryable,
     connection_failure,
     status_failure,
+    transport_failure,
     with_retries,
 )
 from ._stream import StreamAssembly, idle_limit, next_within
@@ -128,7 +129,9 @@ class AnthropicProvider:
                     raise self._failure(exc, ref, started=True, emitted=emitted) from exc
                 except httpx2.TransportError as exc:
                     # The SDK leaves some mid-stream network errors unwrapped.
-                    raise self._transport_failure(exc, ref, emitted=state.asm.emitted) from exc
+                    raise transport_failure(
+                        exc, ref, self.base_url, emitted=state.asm.emitted
+                    ) from exc
                 except json.JSONDecodeError as exc:
                     raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
                 if event is None:
@@ -187,18 +190,6 @@ class AnthropicProvider:
                 emitted=emitted,
             )
         return ModelError(f"{ref}: {exc.message}")
-
-    def _transport_failure(
-        self, exc: httpx2.TransportError, ref: str, *, emitted: bool
-    ) -> ModelError | Retryable:
-        return connection_failure(
-            ref,
-            self.base_url,
-            repr(exc),
-            timed_out=isinstance(exc, httpx2.TimeoutException),
-            started=True,
-            emitted=emitted,
-        )
 
 
 @attrs.define

@@ -35,6 +35,7 @@ from ._retry import (
     Retryable,
     connection_failure,
     status_failure,
+    transport_failure,
     with_retries,
 )
 from ._stream import StreamAssembly, idle_limit, next_within
@@ -121,7 +122,7 @@ class OpenAIProvider:
                     raise self._failure(exc, ref, started=True, emitted=asm.emitted) from exc
                 except httpx2.TransportError as exc:
                     # The SDK leaves some mid-stream network errors unwrapped.
-                    raise self._transport_failure(exc, ref, emitted=asm.emitted) from exc
+                    raise transport_failure(exc, ref, self.base_url, emitted=asm.emitted) from exc
                 except json.JSONDecodeError as exc:
                     raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
                 if chunk is None:
@@ -169,18 +170,6 @@ class OpenAIProvider:
             )
         # An error object sent inside the stream (OpenRouter and others do this).
         return ModelError(f"{ref}: {_detail(exc)}")
-
-    def _transport_failure(
-        self, exc: httpx2.TransportError, ref: str, *, emitted: bool
-    ) -> ModelError | Retryable:
-        return connection_failure(
-            ref,
-            self.base_url,
-            repr(exc),
-            timed_out=isinstance(exc, httpx2.TimeoutException),
-            started=True,
-            emitted=emitted,
-        )
 
 
 async def _apply(chunk: ChatCompletionChunk, asm: StreamAssembly, ref: str) -> None:
