@@ -163,6 +163,13 @@ def _preflight(config: AppConfig) -> Response:
 ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
+# An early reply (401, 404, 413, ...) is held back until the request body has arrived, so
+# hypercorn can read the next request on the connection; a body larger than this, or slower
+# than DRAIN_SECONDS, gets ``Connection: close`` instead.
+DRAIN_LIMIT = 8 * 1024 * 1024
+DRAIN_SECONDS = 5.0
+
+
 class ShieldedSend:
     """ASGI middleware: finish every HTTP ``send`` even if quart-trio cancels the request.
 
@@ -170,6 +177,10 @@ class ShieldedSend:
     response from inside the app's task; shielding each send keeps keep-alive connections,
     ``Connection: close`` and early error replies healthy (a client that never reads is
     dropped by the kernel: see the socket options in serve.py).
+
+    A reply that starts before the request body was read (an early 401/404/413) waits until
+    quart has read the rest of it (quart keeps reading while it answers), else hypercorn
+    closes the connection the client is still sending on, with no ``Connection: close``.
     """
 
     def __init__(self, app: Any) -> None:
@@ -179,12 +190,32 @@ class ShieldedSend:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        request_read = trio.Event()
+
+        async def tracking_receive() -> Any:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                request_read.set()
+            return message
 
         async def shielded_send(message: Any) -> None:
+            if message["type"] == "http.response.start" and not request_read.is_set():
+                message = await _early_reply(scope, message, request_read)
             with trio.CancelScope(shield=True):
                 await send(message)
 
-        await self.app(scope, receive, shielded_send)
+        await self.app(scope, tracking_receive, shielded_send)
+
+
+async def _early_reply(scope: Any, message: Any, request_read: trio.Event) -> Any:
+    declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+    if not declared.isdigit() or int(declared) <= DRAIN_LIMIT:
+        with trio.move_on_after(DRAIN_SECONDS):
+            await request_read.wait()
+    if request_read.is_set():
+        return message
+    headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+    return {**message, "headers": [*headers, (b"connection", b"close")]}
 
 
 __all__ = ["ShieldedSend", "check_bearer", "create_app", "websocket"]
