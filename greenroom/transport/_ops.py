@@ -1,91 +1,61 @@
 """The operation table: every API operation once, served by REST and by WebSocket alike.
 
 An operation names its REST route and WebSocket op, the body class it parses, its success
-status and the statuses it documents; its handler gets a :class:`Request` (path parameters or
-frame keys, query, headers, parsed body) and returns a :class:`Reply`. Streaming operations
-(``run``) return a run stream that each transport delivers its own way.
+status and the statuses it documents; its handler (``_endpoints.py``) gets a ``Request`` (path
+parameters or frame keys, query, headers, parsed body) and returns a ``Reply``. Streaming
+operations return a stream that each transport delivers its own way.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
-import trio
 
-from greenroom import __version__
-from greenroom.actors import Registry, normalize_confirmation
-from greenroom.agents import QueuedMessage, ResumeRequest
-from greenroom.domain import (
-    ChatMessage,
-    Message,
-    Session,
-    SessionSummary,
-    Summary,
-    batch_export,
-    format_datetime,
-    recovery_export,
-    to_json,
-    visible_messages,
-)
-from greenroom.errors import (
-    GreenroomError,
-    InvalidRequest,
-    SessionNotFound,
-    SessionNotRunning,
-    ShuttingDown,
-)
+from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b
-from ._workdir import validate_working_dir
+from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
+from ._endpoints import (
+    add_message,
+    add_summary,
+    agent_tool_count,
+    answer_elicitation,
+    api_ready,
+    batch_delete,
+    batch_export_sessions,
+    create_session,
+    delete_session,
+    follow_up,
+    fork,
+    get_agent,
+    get_session,
+    health,
+    list_agents,
+    list_models,
+    list_sessions,
+    ping,
+    queue_depth,
+    ready,
+    recovery,
+    resume,
+    session_status,
+    set_permissions,
+    set_safety_policy,
+    set_starred,
+    set_title,
+    set_tokens,
+    snapshot,
+    start_run,
+    steer,
+    subscribe_events,
+    toggle_tools,
+    update_message,
+)
 
-
-class AgentCatalog(Protocol):
-    """What the API shows about agent files (GET /api/agents...)."""
-
-    def list_agents(self) -> list[dict[str, Any]]: ...
-
-    def agent_config(self, source: str) -> dict[str, Any]: ...
-
-    async def tool_count(self, source: str, agent_name: str) -> int: ...
-
-
-@attrs.frozen
-class AppConfig:
-    auth_token: str = ""
-    cors_origins: tuple[str, ...] = ()
-    max_body: int = 1024 * 1024
-    heartbeat: float = 15.0
-    working_dir_root: str | None = None
-    ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
-
-
-@attrs.define
-class Context:
-    registry: Registry
-    agents: AgentCatalog
-    config: AppConfig
-    shutting_down: trio.Event = attrs.field(factory=trio.Event)
-
-
-@attrs.frozen
-class Request:
-    params: Mapping[str, str] = attrs.field(factory=dict)
-    query: Mapping[str, str] = attrs.field(factory=dict)
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    body: Any = None
-
-
-@attrs.frozen
-class Reply:
-    body: Any = None
-    status: int = 200
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-
-
-Handler = Callable[[Context, Request], Awaitable[Any]]
+__all__ = ["AgentCatalog", "AppConfig", "Context", "Handler", "Operation", "Reply", "Request"]
 
 
 @attrs.frozen
@@ -110,366 +80,6 @@ class Operation:
     @property
     def params(self) -> tuple[str, ...]:
         return tuple(re.findall(r"{(\w+)}", self.path))
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-MAX_WAIT = 300.0
-
-
-def parse_duration(value: str, name: str) -> float:
-    """Go duration syntax (``500ms``, ``2s``, ``1m30s``), capped at 5 minutes."""
-    text = value.strip()
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT[match.group(2)]
-        pos = match.end()
-    if not text or pos != len(text):
-        raise InvalidRequest(
-            f"{name}: invalid duration {value!r} (use e.g. 500ms, 2s, 1m30s)", path=f"query.{name}"
-        )
-    return min(total, MAX_WAIT)
-
-
-def session_response(session: Session) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "title": session.title,
-        "messages": [to_json(m, Message) for m in visible_messages(session.items)],
-        "created_at": format_datetime(session.created_at),
-        "tools_approved": session.tools_approved,
-        "safety_policy": session.safety_policy,
-        "input_tokens": session.input_tokens,
-        "output_tokens": session.output_tokens,
-        "working_dir": session.working_dir,
-        "permissions": to_json(session.permissions),
-    }
-
-
-def _queued(messages: tuple[b.APIMessage, ...]) -> tuple[QueuedMessage, ...]:
-    if not messages:
-        raise InvalidRequest("$.messages: at least one message is required", path="$.messages")
-    return tuple(QueuedMessage(m.content, m.multi_content) for m in messages)
-
-
-def _session_id(req: Request) -> str:
-    return req.params["session_id"]
-
-
-# --- handlers --------------------------------------------------------------------------------
-
-
-async def health(ctx: Context, req: Request) -> Reply:
-    await trio.lowlevel.checkpoint()
-    return Reply({"status": "ok", "version": __version__})
-
-
-async def ready(ctx: Context, req: Request) -> Reply:
-    count, connected = 0, False
-    with trio.move_on_after(0.1) as scope:
-        try:
-            count = await ctx.registry.store.count_sessions()
-            connected = True
-        except GreenroomError:
-            connected = False
-    if scope.cancelled_caught:
-        connected = True  # slow, not down: the query timed out
-    ok = connected and not ctx.shutting_down.is_set()
-    body = {"ready": ok, "active_sessions": count, "store_connected": connected}
-    return Reply(body, 200 if ok else 503)
-
-
-async def ping(ctx: Context, req: Request) -> Reply:
-    await trio.lowlevel.checkpoint()
-    return Reply({"status": "ok"})
-
-
-async def api_ready(ctx: Context, req: Request) -> Reply:
-    timeout = parse_duration(req.query.get("timeout", "30s"), "timeout")
-    with trio.move_on_after(timeout):
-        await ctx.registry.ready.wait()
-        return Reply({"status": "ready"})
-    raise ShuttingDown("no sessions registered within timeout")
-
-
-async def list_agents(ctx: Context, req: Request) -> Reply:
-    await trio.lowlevel.checkpoint()
-    return Reply(ctx.agents.list_agents())
-
-
-async def get_agent(ctx: Context, req: Request) -> Reply:
-    await trio.lowlevel.checkpoint()
-    return Reply(ctx.agents.agent_config(req.params["agent_id"]))
-
-
-async def agent_tool_count(ctx: Context, req: Request) -> Reply:
-    count = await ctx.agents.tool_count(req.params["agent_id"], req.params["agent_name"])
-    return Reply({"available_tools": count})
-
-
-def _summary(s: SessionSummary) -> dict[str, Any]:
-    return to_json(s, SessionSummary)  # type: ignore[no-any-return]
-
-
-async def list_sessions(ctx: Context, req: Request) -> Reply:
-    return Reply([_summary(s) for s in await ctx.registry.list_sessions()])
-
-
-async def create_session(ctx: Context, req: Request) -> Reply:
-    t: b.SessionTemplate = req.body
-    working_dir = ""
-    if t.working_dir.strip():
-        working_dir = await trio.to_thread.run_sync(
-            validate_working_dir, t.working_dir, ctx.config.working_dir_root
-        )
-    session = Session.new(
-        title=t.title.strip(),
-        tools_approved=t.tools_approved or t.safety_policy == "autonomous",
-        safety_policy=t.safety_policy,
-        working_dir=working_dir,
-        permissions=t.permissions,
-        max_iterations=t.max_iterations,
-        max_tool_result_tokens=t.max_tool_result_tokens,
-        attributes=t.attributes,
-        agent_model_overrides=t.agent_model_overrides,
-        custom_models_used=t.custom_models_used,
-    )
-    created = await ctx.registry.create(session)
-    return Reply(to_json(created, Session))
-
-
-async def get_session(ctx: Context, req: Request) -> Reply:
-    return Reply(session_response(await ctx.registry.get(_session_id(req))))
-
-
-async def session_status(ctx: Context, req: Request) -> Reply:
-    handle = ctx.registry.session(_session_id(req))
-    wait = req.query.get("wait")
-    if wait is None:
-        status = await handle.status()
-    else:
-        status = None
-        with trio.move_on_after(parse_duration(wait, "wait")):
-            while status is None:
-                try:
-                    status = await handle.status()
-                except SessionNotRunning:
-                    await trio.sleep(0.02)
-        if status is None:
-            raise ShuttingDown("session not attached within wait")
-    return Reply(to_json(status))
-
-
-async def snapshot(ctx: Context, req: Request) -> Reply:
-    snap = await ctx.registry.session(_session_id(req)).snapshot()
-    s = snap.session
-    body = session_response(s)
-    body.update(
-        streaming=snap.streaming,
-        agent=snap.agent,
-        last_event_seq=snap.last_event_seq,
-        cost=s.cost,
-    )
-    return Reply(body)
-
-
-async def fork(ctx: Context, req: Request) -> Reply:
-    body: b.ForkBody = req.body
-    index = body.message_index if body.message_index is not None else body.user_message_index
-    if index is None:
-        raise InvalidRequest("$.message_index: required field missing", path="$.message_index")
-    forked = await ctx.registry.fork(_session_id(req), index)
-    return Reply(session_response(forked))
-
-
-async def delete_session(ctx: Context, req: Request) -> Reply:
-    session_id = _session_id(req)
-    wait = req.query.get("wait", "").lower() in ("1", "true", "yes")
-    timeout = parse_duration(req.query.get("timeout", "10s"), "timeout")
-    await ctx.registry.delete(session_id)
-    if wait:
-        with trio.move_on_after(timeout):
-            await ctx.registry.wait_stopped(session_id)
-            return Reply({"message": "session deleted"})
-        return Reply({"message": "session deleted, stop still in progress"}, 202)
-    return Reply({"message": "session deleted"})
-
-
-async def start_run(ctx: Context, req: Request) -> Any:
-    """Start a turn; returns the RunStream (each transport streams it its own way)."""
-    body: b.RunBody = req.body
-    policy = req.query.get("on_disconnect", "cancel")
-    if policy not in ("cancel", "continue"):
-        raise InvalidRequest(
-            f"on_disconnect: expected cancel or continue, got {policy!r}",
-            path="query.on_disconnect",
-        )
-    messages = tuple(ChatMessage(m.role, m.content, m.multi_content) for m in body.messages)
-    return await ctx.registry.session(_session_id(req)).run(
-        req.params["agent"],
-        messages,
-        agent_name=req.params.get("agent_name", ""),
-        model=body.model,
-        on_disconnect=policy,  # type: ignore[arg-type]
-    )
-
-
-async def subscribe_events(ctx: Context, req: Request) -> Any:
-    """Subscribe to the session's event log after ``since`` (or the ``Last-Event-ID``)."""
-    since_text = req.query.get("since") or req.headers.get("last-event-id", "")
-    since = int(since_text) if since_text.strip().isdigit() else None  # unparsable: replay all
-    return await ctx.registry.subscribe(_session_id(req), since)
-
-
-async def answer_elicitation(ctx: Context, req: Request) -> Reply:
-    body: b.ElicitationBody = req.body
-    handle = ctx.registry.session(_session_id(req))
-    await handle.answer_elicitation(body.action, body.content, body.elicitation_id)
-    return Reply(None)
-
-
-async def steer(ctx: Context, req: Request) -> Reply:
-    body: b.QueueBody = req.body
-    await ctx.registry.session(_session_id(req)).steer(_queued(body.messages))
-    return Reply({"status": "queued"}, 202)
-
-
-async def follow_up(ctx: Context, req: Request) -> Reply:
-    body: b.QueueBody = req.body
-    key = req.headers.get("idempotency-key", "") or req.params.get("idempotency_key", "")
-    result = await ctx.registry.session(_session_id(req)).follow_up(_queued(body.messages), key)
-    return Reply({"status": result.status, "duplicate": result.duplicate}, 202)
-
-
-async def resume(ctx: Context, req: Request) -> Reply:
-    body: b.ResumeBody = req.body
-    kind = normalize_confirmation(body.confirmation)
-    request = ResumeRequest(kind, body.reason, body.tool_name)  # type: ignore[arg-type]
-    await ctx.registry.session(_session_id(req)).resume(request)
-    return Reply({"message": "session resumed"})
-
-
-async def toggle_tools(ctx: Context, req: Request) -> Reply:
-    await ctx.registry.session(_session_id(req)).toggle_tool_approval()
-    return Reply(None)
-
-
-async def set_safety_policy(ctx: Context, req: Request) -> Reply:
-    body: b.SafetyPolicyBody = req.body
-    await ctx.registry.session(_session_id(req)).set_safety_policy(body.safety_policy)
-    return Reply({"message": "session safety policy updated"})
-
-
-async def set_permissions(ctx: Context, req: Request) -> Reply:
-    body: b.PermissionsBody = req.body
-    await ctx.registry.session(_session_id(req)).set_permissions(body.permissions)
-    return Reply({"message": "session permissions updated"})
-
-
-async def set_title(ctx: Context, req: Request) -> Reply:
-    body: b.TitleBody = req.body
-    title = body.title.strip()
-    await ctx.registry.session(_session_id(req)).set_title(title)
-    return Reply({"id": _session_id(req), "title": title})
-
-
-async def set_tokens(ctx: Context, req: Request) -> Reply:
-    body: b.TokensBody = req.body
-    if body.input_tokens < 0 or body.output_tokens < 0 or (body.cost or 0) < 0:
-        raise InvalidRequest("token counts and cost cannot be negative")
-    handle = ctx.registry.session(_session_id(req))
-    await handle.set_tokens(body.input_tokens, body.output_tokens, body.cost)
-    return Reply({"status": "updated"})
-
-
-async def set_starred(ctx: Context, req: Request) -> Reply:
-    body: b.StarredBody = req.body
-    await ctx.registry.session(_session_id(req)).set_starred(body.starred)
-    return Reply({"status": "updated"})
-
-
-async def list_models(ctx: Context, req: Request) -> Reply:
-    agent, current, models = await ctx.registry.session(_session_id(req)).models()
-    return Reply({"agent": agent, "current_model_ref": current, "models": to_json(models)})
-
-
-def _message(body: b.MessageBody) -> Message:
-    if body.message is None:
-        raise InvalidRequest("$.message: message is required", path="$.message")
-    return body.message
-
-
-async def add_message(ctx: Context, req: Request) -> Reply:
-    message_id = await ctx.registry.session(_session_id(req)).add_message(_message(req.body))
-    return Reply({"status": "added", "id": message_id}, 201)
-
-
-async def update_message(ctx: Context, req: Request) -> Reply:
-    handle = ctx.registry.session(_session_id(req))
-    await handle.update_message(req.params["message_id"], _message(req.body))
-    return Reply({"status": "updated"})
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-async def add_summary(ctx: Context, req: Request) -> Reply:
-    body: b.SummaryBody = req.body
-    if not body.summary.strip():
-        raise InvalidRequest("$.summary: summary is required", path="$.summary")
-    if len(body.model) > 256 or _CONTROL.search(body.model):
-        raise InvalidRequest(
-            "$.model: at most 256 characters, no control characters", path="$.model"
-        )
-    usage = body.usage
-    if usage is not None:
-        if min(attrs.astuple(usage)) < 0:
-            raise InvalidRequest("$.usage: token counts cannot be negative", path="$.usage")
-        if not any(attrs.astuple(usage)):
-            usage = None
-    if body.cost < 0 or body.first_kept_entry < 0 or body.tokens < 0:
-        raise InvalidRequest("cost and first_kept_entry cannot be negative")
-    summary = Summary(
-        body.summary, body.first_kept_entry or body.tokens, body.cost, body.model, usage
-    )
-    await ctx.registry.session(_session_id(req)).add_summary(summary)
-    return Reply({"status": "added"}, 201)
-
-
-async def queue_depth(ctx: Context, req: Request) -> Reply:
-    q = await ctx.registry.session(_session_id(req)).queue_depth()
-    return Reply(
-        {
-            "steer": {"depth": q.steer_depth, "capacity": q.steer_capacity},
-            "followup": {"depth": q.followup_depth, "capacity": q.followup_capacity},
-        }
-    )
-
-
-async def recovery(ctx: Context, req: Request) -> Reply:
-    return Reply(recovery_export(await ctx.registry.get(_session_id(req))))
-
-
-def _ids(body: b.BatchBody) -> list[str]:
-    if not body.session_ids:
-        raise InvalidRequest("$.session_ids: at least one id is required", path="$.session_ids")
-    return list(body.session_ids)
-
-
-async def batch_delete(ctx: Context, req: Request) -> Reply:
-    deleted, failed = await ctx.registry.batch_delete(_ids(req.body))
-    body: dict[str, Any] = {"deleted_count": deleted, "failed_count": len(failed)}
-    if failed:
-        body["failed_ids"] = failed
-    return Reply(body)
-
-
-async def batch_export_sessions(ctx: Context, req: Request) -> Reply:
-    return Reply(batch_export(await ctx.registry.export(_ids(req.body))))
 
 
 # --- the table -------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""The values the transport passes around: configuration, context, requests, replies."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from greenroom.actors import Registry
+
+
+class AgentCatalog(Protocol):
+    """What the API shows about agent files (GET /api/agents...)."""
+
+    def list_agents(self) -> list[dict[str, Any]]: ...
+
+    def agent_config(self, source: str) -> dict[str, Any]: ...
+
+    async def tool_count(self, source: str, agent_name: str) -> int: ...
+
+
+@attrs.frozen
+class AppConfig:
+    auth_token: str = ""
+    cors_origins: tuple[str, ...] = ()
+    max_body: int = 1024 * 1024
+    heartbeat: float = 15.0
+    working_dir_root: str | None = None
+    ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
+
+
+@attrs.define
+class Context:
+    registry: Registry
+    agents: AgentCatalog
+    config: AppConfig
+    shutting_down: trio.Event = attrs.field(factory=trio.Event)
+
+
+@attrs.frozen
+class Request:
+    params: Mapping[str, str] = attrs.field(factory=dict)
+    query: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    body: Any = None
+
+
+@attrs.frozen
+class Reply:
+    body: Any = None
+    status: int = 200
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+Handler = Callable[[Context, Request], Awaitable[Any]]
