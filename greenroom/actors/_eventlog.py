@@ -21,6 +21,8 @@ from greenroom.domain import Event, Gap, SessionExited, event_to_json
 
 DEFAULT_CAPACITY = 1024
 DEFAULT_SUBSCRIBER_BUFFER = 1024
+# One shared encoder: json.dumps with options builds a new JSONEncoder on every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 @attrs.frozen
@@ -33,7 +35,7 @@ class LogEntry:
 
     @classmethod
     def of(cls, seq: int, event: Event) -> LogEntry:
-        text = json.dumps(event_to_json(event), separators=(",", ":"), ensure_ascii=False)
+        text = _ENCODER.encode(event_to_json(event))
         return cls(seq, event, text.encode())
 
     def json(self) -> Any:

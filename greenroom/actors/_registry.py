@@ -199,7 +199,9 @@ class Registry:
         try:
             await self.call(session_id, c.Delete())
         except BaseException:
-            if not stopped.is_set() and session_id not in self._tombstones:
+            if not stopped.is_set() and (
+                session_id not in self._tombstones or session_id not in self._actors
+            ):  # no actor will ever set it (a repeated delete after the actor stopped)
                 self._stopped.pop(session_id, None)
             raise
 
@@ -401,8 +403,10 @@ class StreamGuard:
     async def acquire(self) -> None:
         ticket = c.GuardTicket()
         actor = await self._registry._actor(self.session_id)
-        await self._registry._call_actor(actor, c.AcquireGuard(ticket))
         try:
+            # Inside the try: a caller cancelled while its request waits in the mailbox must
+            # not be granted the guard later (nobody would release it).
+            await self._registry._call_actor(actor, c.AcquireGuard(ticket))
             await ticket.granted.wait()
         except BaseException:
             ticket.abandoned = True

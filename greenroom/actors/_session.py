@@ -10,7 +10,6 @@ bottom of this class, which trio runs atomically.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import enum
 import logging
@@ -72,7 +71,8 @@ class SessionActor:
         self.state = StreamState.IDLE
         self.turn: Turn | None = None
         self.title_scope: trio.CancelScope | None = None
-        self.guard_queue: collections.deque[GuardTicket] = collections.deque()
+        # A list, not a deque: it is nearly always empty, and an empty deque costs ~700 bytes.
+        self.guard_queue: list[GuardTicket] = []
         self.injector: FollowUpInjector | None = None
         self.idempotency = IdempotencyCache()
         self.deleted = False
@@ -196,7 +196,10 @@ class SessionActor:
     async def append_message(self, message: Message) -> Message:
         if self.deleted:
             raise SessionNotFound(self.id)
-        message_id = await self.store.add_message(self.id, message)
+        # Shielded: the store keeps a write whose caller was cancelled (as SQLite does), so the
+        # live copy must take it too or the two histories part.
+        with trio.CancelScope(shield=True):
+            message_id = await self.store.add_message(self.id, message)
         stored = attrs.evolve(message, id=message_id)
         self.session = self.session.with_item(stored)
         return stored
@@ -204,7 +207,8 @@ class SessionActor:
     async def append_error(self, error: ErrorItem) -> None:
         if self.deleted:
             raise SessionNotFound(self.id)
-        await self.store.add_error(self.id, error)
+        with trio.CancelScope(shield=True):  # as in append_message
+            await self.store.add_error(self.id, error)
         self.session = self.session.with_item(error)
 
     # --- synchronous reports (atomic in trio) ----------------------------------------------
@@ -246,7 +250,7 @@ class SessionActor:
 
     def _grant_guard(self) -> None:
         while self.state is StreamState.IDLE and self.guard_queue:
-            ticket = self.guard_queue.popleft()
+            ticket = self.guard_queue.pop(0)
             if not ticket.abandoned:
                 self.state = StreamState.GUARDED
                 self._guard_free = trio.Event()

@@ -1,15 +1,17 @@
 """Randomised stress test of the session registry: many trio tasks race every kind of command.
 
 Rules: fixed seeds (one parametrized case each); a bounded number of operations per seed; the
-autojump clock (every hold and pause is virtual time); the in-memory store. Each worker draws its
+autojump clock (every hold and pause is virtual time); the in-memory store, wrapped so its calls
+take (virtual) time and a cancelled write still lands, as with SQLite. Each worker draws its
 operations from its own ``random.Random`` so the plan of a seed is fixed; trio's scheduler still
 varies the interleaving between runs, which is the point. The whole run sits in ``fail_after``:
 a call that is never answered fails the test instead of hanging it.
 
 Checked while running: never two turns (server-run or guarded by an embedder) at once on one
 session; nothing succeeds on a session after its delete returned. Checked afterwards: deleted
-sessions have no event log, no store row, no live actor and refuse every command; each live
-session's store copy has the same history as its actor's.
+sessions have no event log, no store row, no live actor, refuse every command and report
+stopped; each live session's store copy has the same history as its actor's. The regression
+tests at the end force, one at a time, the races this test found.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from greenroom.errors import (
     SessionNotRunning,
 )
 from greenroom.persistence import MemoryStore
-from tests.fakes import FakeRuntime, user
+from tests.fakes import FakeFactory, FakeRuntime, user
 
-SEEDS = [11, 23, 37, 41, 59]
+SEEDS = [11, 23, 37, 41, 59, 67, 73, 89]
 WORKERS = 8
 OPS_PER_WORKER = 40  # 320 operations per seed
 INITIAL_SESSIONS = 4
@@ -55,7 +57,7 @@ MAX_SESSIONS = 16  # forks join the pool until it holds this many (deleted ones 
 MAX_LIVE = 6  # ... and only while fewer live sessions are in it
 MIN_LIVE = 2  # no delete is sent while this few undeleted sessions remain
 MAX_HOLD = 2.0  # virtual seconds a turn or a guarded embedder turn lasts at most
-MAX_STORE_LAG = 0.05  # virtual seconds a store call takes at most
+MAX_STORE_LAG = 0.5  # virtual seconds a store call takes at most (long enough to be cancelled in)
 DEADLINE = 3600.0  # virtual seconds: far beyond any legitimate run, so only a hang trips it
 
 EXPECTED = (
@@ -105,8 +107,10 @@ class StressRuntime(FakeRuntime):
             with self.tracker.turn(io.session.id):
                 await io.emit(AgentChoice("thinking", self.current, io.session.id))
                 await trio.sleep(self.rng.uniform(0, MAX_HOLD))
-                await io.emit(AgentChoice("done", self.current, io.session.id))
+                # A client that leaves right after this event cancels the write that follows.
+                await io.emit(AgentChoice("writing", self.current, io.session.id))
                 await io.add_message(Message.assistant("done", agent_name=self.current))
+                await io.emit(AgentChoice("done", self.current, io.session.id))
         finally:
             self.streams -= 1
 
@@ -116,12 +120,13 @@ class LaggyStore(MemoryStore):
     caller hears back only after a random (virtual) lag, and hears back a cancelled write as
     cancelled although it was done, as with the SQLite store's group commit."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, max_lag: float = MAX_STORE_LAG) -> None:
         super().__init__()
         self.rng = random.Random(seed)
+        self.max_lag = max_lag
 
     async def _lag(self) -> None:
-        await trio.sleep(self.rng.uniform(0, MAX_STORE_LAG))
+        await trio.sleep(self.rng.uniform(0, self.max_lag))
 
     async def get_session(self, session_id: str) -> Session:
         await self._lag()
@@ -161,7 +166,6 @@ class StressFactory:
         self.tracker = tracker
         self.rng = random.Random(seed)
         self.runtimes: list[StressRuntime] = []
-        self.builds: collections.Counter[str] = collections.Counter()
 
     def make(self) -> StressRuntime:
         runtime = StressRuntime(self.tracker, random.Random(self.rng.random()))
@@ -170,7 +174,6 @@ class StressFactory:
 
     async def build(self, source: str, agent_name: str, session: Session) -> BuiltRuntime:
         await trio.lowlevel.checkpoint()
-        self.builds[session.id] += 1
         return BuiltRuntime(self.make())
 
 
@@ -262,11 +265,14 @@ class Stress:
 
     async def delete(self, rng: random.Random, session_id: str) -> None:
         self.doomed.add(session_id)
-        await self.registry.delete(session_id)
+        try:
+            await self.registry.delete(session_id)
+        finally:
+            # Deleted now or found deleted: waiting for its actor to stop must end either way.
+            self.nursery.start_soon(self.registry.wait_stopped, session_id)
         self.deleted.add(session_id)
         if self.registry.has_event_log(session_id):
             self.violations.append(f"deleted session {session_id} still has an event log")
-        self.nursery.start_soon(self.registry.wait_stopped, session_id)  # must not hang
 
     async def fork(self, rng: random.Random, session_id: str) -> None:
         child = await self.registry.fork(session_id, rng.randrange(4))
@@ -400,16 +406,6 @@ async def test_registry_survives_random_races(
                 assert stress.ok[kind] > 0, (kind, stress.ok, stress.refused)
             assert stress.refused["run:SessionBusy"] + stress.refused["add_message:SessionBusy"]
 
-            print(
-                seed,
-                trio.current_time(),
-                tracker.started,
-                dict(stress.ok),
-                dict(stress.refused),
-                len(stress.deleted),
-                len(stress.pool),
-                factory.builds.most_common(3),
-            )
             live_actors = set(registry.live_ids())
             for session_id in stress.deleted:
                 assert not registry.has_event_log(session_id)
@@ -417,6 +413,7 @@ async def test_registry_survives_random_races(
                 with pytest.raises(SessionNotFound):
                     await store.get_session(session_id)
                 assert await refused_everything(registry, session_id) == []
+                await registry.wait_stopped(session_id)  # even after a refused repeat delete
                 stale_sink = registry.elicitation_sink(session_id)  # a background job's sink
                 stale_sink(ElicitationRequest("still there?", session_id=session_id))
                 assert not registry.has_event_log(session_id)
@@ -429,4 +426,71 @@ async def test_registry_survives_random_races(
                 assert stored.items == actor_copy.items
                 assert stored.permissions == actor_copy.permissions
                 assert stored.title == actor_copy.title
+    await store.aclose()
+
+
+# --- regressions: the races above, each forced once --------------------------------------
+
+
+async def test_guard_request_cancelled_in_the_mailbox_is_never_granted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The guard request waits in the mailbox behind a slow write; its caller gives up. When
+    # the actor reaches it later it must not grant the guard to nobody (the session would stay
+    # busy for good and its delete would never finish).
+    store = LaggyStore(0, max_lag=0)
+    with trio.fail_after(600):  # virtual seconds: only a hang trips it
+        async with open_registry(store, StressFactory(TurnTracker(), 0)) as registry:
+            session = await registry.create(Session.new())
+            guard = await registry.attach_runtime(session.id, FakeRuntime())
+            store.max_lag = 5.0  # writes take 5 virtual seconds from now on
+            handle = registry.session(session.id)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(handle.add_message, Message.user("slow"))
+                await trio.testing.wait_all_tasks_blocked()
+                with trio.move_on_after(1) as waited:
+                    await guard.acquire()
+                assert waited.cancelled_caught
+            assert (await handle.snapshot()).streaming is False
+            await handle.add_message(Message.user("not busy"))
+            await registry.delete(session.id)
+            await registry.wait_stopped(session.id)
+    await store.aclose()
+
+
+async def test_wait_stopped_returns_after_a_refused_repeat_delete(
+    autojump_clock: trio.testing.MockClock, registry: Registry
+) -> None:
+    # A second delete of a stopped session is refused; it must not leave a stop event behind
+    # that nobody will ever set.
+    session = await registry.create(Session.new())
+    await registry.delete(session.id)
+    await registry.wait_stopped(session.id)
+    with pytest.raises(SessionNotFound):
+        await registry.delete(session.id)
+    with trio.fail_after(60):
+        await registry.wait_stopped(session.id)
+
+
+async def test_turn_cancelled_during_a_store_write_keeps_both_copies_equal(
+    autojump_clock: trio.testing.MockClock, factory: FakeFactory
+) -> None:
+    # The client leaves while the turn's reply is being written. The store keeps the write
+    # (SQLite commits a cancelled caller's job), so the live history must keep it too.
+    store = LaggyStore(0, max_lag=0)
+    factory.runtime = FakeRuntime(reply="hello")
+    with trio.fail_after(600):  # virtual seconds: only a hang trips it
+        async with open_registry(store, factory) as registry:
+            session = await registry.create(Session.new())
+            handle = registry.session(session.id)
+            store.max_lag = 5.0
+            stream = await handle.run("agent", (user("hi"),))
+            async for _ in stream:  # the agent_choice before the reply is written
+                break
+            stream.close()
+            await trio.sleep(60)
+            live = await registry.get(session.id)
+            stored = await store.get_session(session.id)
+            assert [m.content for m in live.items if isinstance(m, Message)] == ["hi", "hello"]
+            assert stored.items == live.items
     await store.aclose()
