@@ -48,6 +48,7 @@ class RegistryConfig:
     subscriber_buffer: int = 1024  # events queued per /events subscriber before it is dropped
     title_budget: float = 30.0
     shutdown_grace: float = 5.0
+    store_write_grace: float = 30.0  # a history write the store has not confirmed by then fails
 
 
 @attrs.define(eq=False)

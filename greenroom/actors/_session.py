@@ -29,7 +29,7 @@ from greenroom.domain import (
     SessionTitle,
     visible_messages,
 )
-from greenroom.errors import GreenroomError, SessionNotFound
+from greenroom.errors import GreenroomError, SessionNotFound, StoreError
 
 from . import _handlers
 from ._commands import GuardTicket, discard_reply
@@ -197,9 +197,13 @@ class SessionActor:
         if self.deleted:
             raise SessionNotFound(self.id)
         # Shielded: the store keeps a write whose caller was cancelled (as SQLite does), so the
-        # live copy must take it too or the two histories part.
-        with trio.CancelScope(shield=True):
+        # live copy must take it too or the two histories part. Bounded: a store that does not
+        # answer in time fails the write instead of holding the turn forever.
+        message_id = None
+        with trio.move_on_after(self.config.store_write_grace, shield=True):
             message_id = await self.store.add_message(self.id, message)
+        if message_id is None:
+            raise StoreError(f"the store did not confirm a message of session {self.id} in time")
         stored = attrs.evolve(message, id=message_id)
         self.session = self.session.with_item(stored)
         return stored
@@ -207,8 +211,10 @@ class SessionActor:
     async def append_error(self, error: ErrorItem) -> None:
         if self.deleted:
             raise SessionNotFound(self.id)
-        with trio.CancelScope(shield=True):  # as in append_message
-            await self.store.add_error(self.id, error)
+        with trio.move_on_after(self.config.store_write_grace, shield=True) as scope:
+            await self.store.add_error(self.id, error)  # shielded and bounded as above
+        if scope.cancelled_caught:
+            raise StoreError(f"the store did not confirm an error of session {self.id} in time")
         self.session = self.session.with_item(error)
 
     # --- synchronous reports (atomic in trio) ----------------------------------------------
