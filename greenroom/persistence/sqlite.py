@@ -21,20 +21,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
 import outcome
 import trio
 
 from greenroom.domain import (
     ErrorItem,
-    Item,
     Message,
     Permissions,
     Session,
     SessionSummary,
     SubSession,
     Summary,
-    parse_datetime,
     to_json,
 )
 from greenroom.errors import (
@@ -45,7 +42,7 @@ from greenroom.errors import (
     StoreError,
 )
 
-from . import _rows
+from . import _rows, _sqlite_sql as sql
 from ._sqlite_open import (
     acquire_process_lock,
     check_access,
@@ -247,19 +244,19 @@ class SqliteStore:
     async def add_session(self, session: Session) -> Session:
         if not session.id:
             raise InvalidRequest("session id is empty", path="$.id")
-        return await self._write(lambda conn: _insert_session(conn, session))
+        return await self._write(lambda conn: sql.insert_session(conn, session))
 
     async def get_session(self, session_id: str) -> Session:
-        return await self._read(lambda conn: _load_session(conn, session_id))
+        return await self._read(lambda conn: sql.load_session(conn, session_id))
 
     async def list_sessions(self) -> list[SessionSummary]:
-        return await self._read(_list_sessions)
+        return await self._read(sql.list_sessions)
 
     async def update_session(self, session: Session) -> None:
         row = _rows.session_to_row(session)
 
         def upsert(conn: sqlite3.Connection) -> None:
-            conn.execute(_UPSERT_METADATA, row)
+            conn.execute(sql.UPSERT_METADATA, row)
 
         await self._write(upsert, atomic=True)
 
@@ -274,7 +271,7 @@ class SqliteStore:
     async def _append(self, session_id: str, item: Message | Summary | ErrorItem) -> int:
         # Serialised here, in the caller, so the writer thread only runs SQL.
         row = _rows.item_to_row(item)
-        return await self._write(lambda conn: _append_row(conn, session_id, row), atomic=True)
+        return await self._write(lambda conn: sql.append_row(conn, session_id, row), atomic=True)
 
     async def add_message(self, session_id: str, message: Message) -> int:
         return await self._append(session_id, message)
@@ -289,7 +286,7 @@ class SqliteStore:
                 (role, body, message_id, session_id),
             )
             if cursor.rowcount == 0:
-                _require_session(conn, session_id)
+                sql.require_session(conn, session_id)
                 raise MessageNotFound(f"message {message_id} not found in session {session_id}")
 
         await self._write(update, atomic=True)
@@ -302,8 +299,8 @@ class SqliteStore:
 
     async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
         def add(conn: sqlite3.Connection) -> None:
-            _require_session(conn, parent_id)
-            _append_item(conn, parent_id, SubSession(sub_session))
+            sql.require_session(conn, parent_id)
+            sql.append_item(conn, parent_id, SubSession(sub_session))
 
         await self._write(add)
 
@@ -359,145 +356,6 @@ def _translate(path: Path, exc: Exception) -> Exception:
     if isinstance(exc, sqlite3.Error):
         return StoreError(f"writing {path} failed: {exc}")
     return exc
-
-
-# --- queries (run in worker threads) ------------------------------------------------------
-
-
-def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-        raise SessionNotFound(session_id)
-
-
-_INSERT_SESSION = (
-    f"INSERT INTO sessions ({', '.join(_rows.SESSION_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _rows.SESSION_COLUMNS)})"
-)
-_UPDATABLE = [c for c in _rows.SESSION_COLUMNS if c not in ("id", "parent_id", "created_at")]
-_UPSERT_METADATA = (
-    _INSERT_SESSION
-    + " ON CONFLICT(id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _UPDATABLE)
-)
-
-
-def _insert_session(conn: sqlite3.Connection, session: Session) -> Session:
-    if not session.id:
-        raise InvalidRequest("session id is empty", path="$.id")
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
-        raise StoreError(f"session already exists: {session.id}")
-    conn.execute(_INSERT_SESSION, _rows.session_to_row(session))
-    items: list[Item] = []
-    for position, item in enumerate(session.items):
-        items.append(_insert_item(conn, session.id, position, item))
-    return attrs.evolve(session, items=tuple(items))
-
-
-def _insert_item(conn: sqlite3.Connection, session_id: str, position: int, item: Item) -> Item:
-    sub_id = None
-    if isinstance(item, SubSession):
-        sub = _insert_session(conn, attrs.evolve(item.session, parent_id=session_id))
-        sub_id = sub.id
-        item = SubSession(sub)
-    kind, role, body = _rows.item_to_row(item)
-    cursor = conn.execute(
-        "INSERT INTO items (session_id, position, kind, role, body, sub_session_id)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, position, kind, role, body, sub_id),
-    )
-    if isinstance(item, Message):
-        return attrs.evolve(item, id=int(cursor.lastrowid or 0))
-    return item
-
-
-# The next position and the insert in one statement. An unknown session fails the foreign key,
-# and SQLite undoes the failed statement on its own, so the job needs no savepoint.
-_APPEND_ROW = (
-    "INSERT INTO items (session_id, position, kind, role, body)"
-    " SELECT ?, COALESCE(MAX(position) + 1, 0), ?, ?, ? FROM items WHERE session_id = ?"
-)
-
-
-def _append_row(conn: sqlite3.Connection, session_id: str, row: tuple[str, str | None, str]) -> int:
-    kind, role, body = row
-    try:
-        cursor = conn.execute(_APPEND_ROW, (session_id, kind, role, body, session_id))
-    except sqlite3.IntegrityError:
-        _require_session(conn, session_id)
-        raise
-    return int(cursor.lastrowid or 0)
-
-
-def _append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
-    row = conn.execute(
-        "SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM items WHERE session_id = ?)"
-        " FROM sessions WHERE id = ?",
-        (session_id, session_id),
-    ).fetchone()
-    if row is None:
-        raise SessionNotFound(session_id)
-    stored = _insert_item(conn, session_id, row[0], item)
-    return stored.id if isinstance(stored, Message) else 0
-
-
-def _load_session(conn: sqlite3.Connection, session_id: str) -> Session:
-    row = conn.execute(
-        f"SELECT {', '.join(_rows.SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)
-    ).fetchone()
-    if row is None:
-        raise SessionNotFound(session_id)
-    items: list[Item] = []
-    for item_id, kind, body, sub_id in conn.execute(
-        "SELECT id, kind, body, sub_session_id FROM items WHERE session_id = ? ORDER BY position",
-        (session_id,),
-    ).fetchall():
-        if kind == "sub_session":
-            if sub_id is None:
-                continue  # the sub-session row is gone: skip the dangling reference
-            try:
-                items.append(SubSession(_load_session(conn, sub_id)))
-            except SessionNotFound:
-                continue
-        else:
-            items.append(_rows.row_to_item(kind, body, item_id))
-    return _rows.row_to_session(row, tuple(items))
-
-
-_COUNT_VISIBLE = """
-WITH RECURSIVE tree(root, id) AS (
-    SELECT id, id FROM sessions WHERE parent_id IS NULL
-    UNION ALL
-    SELECT tree.root, sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id
-)
-SELECT tree.root, COUNT(items.id) FROM tree
-JOIN items ON items.session_id = tree.id AND items.kind = 'message' AND items.role != 'system'
-GROUP BY tree.root
-"""
-
-
-def _list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
-    counts = dict(conn.execute(_COUNT_VISIBLE).fetchall())
-    rows = conn.execute(
-        "SELECT rowid, id, title, created_at, input_tokens, output_tokens, working_dir"
-        " FROM sessions WHERE parent_id IS NULL"
-    ).fetchall()
-    # Sorted on the parsed time, not the text: RFC 3339 texts with and without fractional
-    # seconds do not sort in time order ("...:01Z" > "...:01.5Z"). Equal times: the row
-    # inserted last first.
-    created = {r["id"]: parse_datetime(r["created_at"]) for r in rows}
-    rows.sort(key=lambda r: (created[r["id"]], r["rowid"]), reverse=True)
-    return [
-        SessionSummary(
-            id=r["id"],
-            title=r["title"],
-            created_at=created[r["id"]],
-            num_messages=counts.get(r["id"], 0),
-            input_tokens=r["input_tokens"],
-            output_tokens=r["output_tokens"],
-            working_dir=r["working_dir"],
-        )
-        for r in rows
-    ]
 
 
 @asynccontextmanager

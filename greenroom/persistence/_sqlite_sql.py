@@ -1,0 +1,148 @@
+"""The SQL of the SQLite store: functions of a connection, run on the writer or reader threads."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import attrs
+
+from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
+from greenroom.errors import InvalidRequest, SessionNotFound, StoreError
+
+from . import _rows
+
+
+def require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+
+
+INSERT_SESSION = (
+    f"INSERT INTO sessions ({', '.join(_rows.SESSION_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _rows.SESSION_COLUMNS)})"
+)
+UPDATABLE = [c for c in _rows.SESSION_COLUMNS if c not in ("id", "parent_id", "created_at")]
+UPSERT_METADATA = (
+    INSERT_SESSION
+    + " ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in UPDATABLE)
+)
+
+
+def insert_session(conn: sqlite3.Connection, session: Session) -> Session:
+    if not session.id:
+        raise InvalidRequest("session id is empty", path="$.id")
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
+        raise StoreError(f"session already exists: {session.id}")
+    conn.execute(INSERT_SESSION, _rows.session_to_row(session))
+    items: list[Item] = []
+    for position, item in enumerate(session.items):
+        items.append(insert_item(conn, session.id, position, item))
+    return attrs.evolve(session, items=tuple(items))
+
+
+def insert_item(conn: sqlite3.Connection, session_id: str, position: int, item: Item) -> Item:
+    sub_id = None
+    if isinstance(item, SubSession):
+        sub = insert_session(conn, attrs.evolve(item.session, parent_id=session_id))
+        sub_id = sub.id
+        item = SubSession(sub)
+    kind, role, body = _rows.item_to_row(item)
+    cursor = conn.execute(
+        "INSERT INTO items (session_id, position, kind, role, body, sub_session_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, position, kind, role, body, sub_id),
+    )
+    if isinstance(item, Message):
+        return attrs.evolve(item, id=int(cursor.lastrowid or 0))
+    return item
+
+
+# The next position and the insert in one statement. An unknown session fails the foreign key,
+# and SQLite undoes the failed statement on its own, so the job needs no savepoint.
+APPEND_ROW = (
+    "INSERT INTO items (session_id, position, kind, role, body)"
+    " SELECT ?, COALESCE(MAX(position) + 1, 0), ?, ?, ? FROM items WHERE session_id = ?"
+)
+
+
+def append_row(conn: sqlite3.Connection, session_id: str, row: tuple[str, str | None, str]) -> int:
+    kind, role, body = row
+    try:
+        cursor = conn.execute(APPEND_ROW, (session_id, kind, role, body, session_id))
+    except sqlite3.IntegrityError:
+        require_session(conn, session_id)
+        raise
+    return int(cursor.lastrowid or 0)
+
+
+def append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM items WHERE session_id = ?)"
+        " FROM sessions WHERE id = ?",
+        (session_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    stored = insert_item(conn, session_id, row[0], item)
+    return stored.id if isinstance(stored, Message) else 0
+
+
+def load_session(conn: sqlite3.Connection, session_id: str) -> Session:
+    row = conn.execute(
+        f"SELECT {', '.join(_rows.SESSION_COLUMNS)} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    items: list[Item] = []
+    for item_id, kind, body, sub_id in conn.execute(
+        "SELECT id, kind, body, sub_session_id FROM items WHERE session_id = ? ORDER BY position",
+        (session_id,),
+    ).fetchall():
+        if kind == "sub_session":
+            if sub_id is None:
+                continue  # the sub-session row is gone: skip the dangling reference
+            try:
+                items.append(SubSession(load_session(conn, sub_id)))
+            except SessionNotFound:
+                continue
+        else:
+            items.append(_rows.row_to_item(kind, body, item_id))
+    return _rows.row_to_session(row, tuple(items))
+
+
+COUNT_VISIBLE = """
+WITH RECURSIVE tree(root, id) AS (
+    SELECT id, id FROM sessions WHERE parent_id IS NULL
+    UNION ALL
+    SELECT tree.root, sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id
+)
+SELECT tree.root, COUNT(items.id) FROM tree
+JOIN items ON items.session_id = tree.id AND items.kind = 'message' AND items.role != 'system'
+GROUP BY tree.root
+"""
+
+
+def list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
+    counts = dict(conn.execute(COUNT_VISIBLE).fetchall())
+    rows = conn.execute(
+        "SELECT rowid, id, title, created_at, input_tokens, output_tokens, working_dir"
+        " FROM sessions WHERE parent_id IS NULL"
+    ).fetchall()
+    # Sorted on the parsed time, not the text: RFC 3339 texts with and without fractional
+    # seconds do not sort in time order ("...:01Z" > "...:01.5Z"). Equal times: the row
+    # inserted last first.
+    created = {r["id"]: parse_datetime(r["created_at"]) for r in rows}
+    rows.sort(key=lambda r: (created[r["id"]], r["rowid"]), reverse=True)
+    return [
+        SessionSummary(
+            id=r["id"],
+            title=r["title"],
+            created_at=created[r["id"]],
+            num_messages=counts.get(r["id"], 0),
+            input_tokens=r["input_tokens"],
+            output_tokens=r["output_tokens"],
+            working_dir=r["working_dir"],
+        )
+        for r in rows
+    ]
