@@ -187,9 +187,14 @@ class Registry:
         return await self.store.add_session(session)
 
     async def get(self, session_id: str) -> Session:
-        """The live session (its actor's copy wins over the store's)."""
-        snapshot: c.SessionSnapshot = await self.call(session_id, c.Snapshot())
-        return snapshot.session
+        """The live session: its actor's copy when it has one, else the stored one (reading a
+        session does not spawn an actor)."""
+        if session_id in self._tombstones:
+            raise SessionNotFound(session_id)
+        if session_id in self._actors or session_id in self._spawning:
+            snapshot: c.SessionSnapshot = await self.call(session_id, c.Snapshot())
+            return snapshot.session
+        return await self.store.get_session(session_id)
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()
