@@ -26,8 +26,10 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP)  # by hand, a few minutes; figures go into docs/benchmarks.md
 	$(BIN)/python bench/store.py
+	$(BIN)/python bench/actors.py
+	$(BIN)/python bench/transport.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
