@@ -9,13 +9,12 @@ from ._commands import (
     SessionStatus as SessionStatus,
 )
 from ._eventlog import EventLog as EventLog, LogEntry as LogEntry, Subscription as Subscription
+from ._handle import SessionHandle as SessionHandle, StreamGuard as StreamGuard
 from ._handlers import normalize_confirmation as normalize_confirmation
 from ._registry import (
     EventSource as EventSource,
     Registry as Registry,
     RegistryConfig as RegistryConfig,
-    SessionHandle as SessionHandle,
-    StreamGuard as StreamGuard,
     open_registry as open_registry,
 )
 from ._session import SessionActor as SessionActor, StreamState as StreamState
