@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import trio
 
+from greenroom.actors import LogEntry, Subscription
 from greenroom.agents import (
     BuiltRuntime,
     Command,
@@ -222,6 +223,21 @@ class FakeFactory:
 
 def user(text: str) -> ChatMessage:
     return ChatMessage("user", text)
+
+
+async def collect(sub: Subscription, *, limit: int = 10_000) -> tuple[list[LogEntry], bool]:
+    """Entries of ``sub`` until it ends (True) or is quiet for a virtual second (False)."""
+    entries: list[LogEntry] = []
+    with trio.fail_after(60):
+        for _ in range(limit):
+            with trio.move_on_after(1):
+                try:
+                    entries.append(await sub.__anext__())
+                except StopAsyncIteration:
+                    return entries, True
+                continue
+            return entries, False
+    raise AssertionError(f"more than {limit} entries")
 
 
 async def drain(stream: Any) -> list[Any]:

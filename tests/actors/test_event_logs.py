@@ -15,25 +15,11 @@ import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, Subscription
 from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
+from tests.fakes import collect
 
 
 def ev(n: int) -> AgentChoice:
     return AgentChoice(f"chunk {n}")
-
-
-async def collect(sub: Subscription, *, limit: int = 10_000) -> tuple[list[LogEntry], bool]:
-    """Entries of ``sub`` until it ends (True) or is quiet for a virtual second (False)."""
-    entries: list[LogEntry] = []
-    with trio.fail_after(60):
-        for _ in range(limit):
-            with trio.move_on_after(1):
-                try:
-                    entries.append(await sub.__anext__())
-                except StopAsyncIteration:
-                    return entries, True
-                continue
-            return entries, False
-    raise AssertionError(f"more than {limit} entries")
 
 
 def seqs(entries: list[LogEntry]) -> list[int]:

@@ -66,7 +66,7 @@ async def test_idle_actor_retires_and_comes_back(
     async with open_registry(store, factory, config) as registry:
         await drain(await registry.session(session.id).run("agent", (user("a"),)))
         assert registry.live_ids() == [session.id]
-        await trio.sleep(61)
+        await trio.sleep(61)  # virtual time (autojump clock)
         assert registry.live_ids() == []
         assert registry.has_event_log(session.id) is False  # no subscriber kept it
         # Reading it needs no actor; the next command rebuilds one from the store.
@@ -84,12 +84,12 @@ async def test_a_subscriber_keeps_an_idle_actor_alive(
     session = await store.add_session(Session.new())
     async with open_registry(store, FakeFactory(), RegistryConfig(idle_timeout=60)) as registry:
         with await registry.subscribe(session.id) as subscription:
-            await trio.sleep(600)
+            await trio.sleep(600)  # virtual time (autojump clock)
             assert registry.live_ids() == [session.id]
             registry.append_event(session.id, AgentChoice("x"))
             entry = await subscription.__anext__()
             assert entry.seq == 1
-        await trio.sleep(61)
+        await trio.sleep(61)  # virtual time (autojump clock)
         assert registry.live_ids() == []
 
 

@@ -32,28 +32,13 @@ from greenroom.domain import (
 )
 from greenroom.errors import SessionNotFound
 from greenroom.persistence import MemoryStore
-from tests.fakes import FakeFactory, FakeRuntime, MirroringRuntime, drain, user
+from tests.fakes import FakeFactory, FakeRuntime, MirroringRuntime, collect, drain, user
 
 Delete = Callable[[Registry, list[str]], Awaitable[None]]
 
 
 def elicitation(session_id: str = "bg-child", elicitation_id: str = "eid-1") -> ElicitationRequest:
     return ElicitationRequest("need input", elicitation_id, "form", session_id=session_id)
-
-
-async def collect(sub: Subscription, *, limit: int = 10_000) -> tuple[list[LogEntry], bool]:
-    """Entries of ``sub`` until it ends (True) or is quiet for a virtual second (False)."""
-    entries: list[LogEntry] = []
-    with trio.fail_after(60):
-        for _ in range(limit):
-            with trio.move_on_after(1):
-                try:
-                    entries.append(await sub.__anext__())
-                except StopAsyncIteration:
-                    return entries, True
-                continue
-            return entries, False
-    raise AssertionError(f"more than {limit} entries")
 
 
 async def replay(registry: Registry, session_id: str) -> list[LogEntry]:
