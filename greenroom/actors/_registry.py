@@ -26,7 +26,7 @@ from greenroom.domain import (
     branch,
     next_fork_title,
 )
-from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
+from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
 from greenroom.persistence import Store
 
 from . import _commands as c
@@ -253,10 +253,12 @@ class Registry:
         """Hand an embedder's runtime to the session; returns the guard the embedder holds
         around each of its own turns (the same busy state runs and edits check)."""
         if session is not None and session_id not in self._actors:
+            # Insert-or-keep in one store call (a get-then-add would race another attach).
+            # The embedder's session is the live one either way.
             try:
-                await self.store.get_session(session_id)
-            except SessionNotFound:
                 session = await self.store.add_session(session)
+            except StoreError:
+                await self.store.get_session(session_id)  # it exists already: fine
         actor = await self._actor(session_id, initial=session)
         done = trio.Event()
         await self._call_actor(actor, c.AttachRuntime(runtime, done))

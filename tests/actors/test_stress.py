@@ -106,7 +106,7 @@ class StressRuntime(FakeRuntime):
         try:
             with self.tracker.turn(io.session.id):
                 await io.emit(AgentChoice("thinking", self.current, io.session.id))
-                await trio.sleep(self.rng.uniform(0, MAX_HOLD))
+                await trio.sleep(self.rng.uniform(0, MAX_HOLD))  # virtual time (autojump clock)
                 # A client that leaves right after this event cancels the write that follows.
                 await io.emit(AgentChoice("writing", self.current, io.session.id))
                 await io.add_message(Message.assistant("done", agent_name=self.current))
@@ -126,7 +126,7 @@ class LaggyStore(MemoryStore):
         self.max_lag = max_lag
 
     async def _lag(self) -> None:
-        await trio.sleep(self.rng.uniform(0, self.max_lag))
+        await trio.sleep(self.rng.uniform(0, self.max_lag))  # virtual time
 
     async def get_session(self, session_id: str) -> Session:
         await self._lag()
@@ -291,7 +291,7 @@ class Stress:
     async def embed(self, rng: random.Random, guard: StreamGuard) -> None:
         """An embedder running a few turns of its own under the guard (giving up sometimes)."""
         for _ in range(rng.randrange(1, 4)):
-            await trio.sleep(rng.uniform(0, MAX_HOLD))
+            await trio.sleep(rng.uniform(0, MAX_HOLD))  # virtual time
             if guard.done.is_set():
                 return
             with trio.move_on_after(rng.uniform(0, 2 * MAX_HOLD)):
@@ -340,7 +340,7 @@ class Stress:
     async def worker(self, rng: random.Random) -> None:
         kinds, weights = zip(*self.OPS.items(), strict=True)
         for _ in range(OPS_PER_WORKER):
-            await trio.sleep(rng.uniform(0, MAX_HOLD / 2))
+            await trio.sleep(rng.uniform(0, MAX_HOLD / 2))  # virtual time
             kind = rng.choices(kinds, weights)[0]
             live = [s for s in self.pool if s not in self.deleted]
             if kind == "delete" and len(set(self.pool) - self.doomed) <= MIN_LIVE:
