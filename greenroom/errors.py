@@ -12,8 +12,12 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── ForkOutOfRange               400 fork_out_of_range
     │   ├── ForkInSubSession             400 fork_in_sub_session
     │   ├── InvalidWorkingDir            400 invalid_working_dir
+    │   ├── UnstorableValue              400 unstorable_value    (a store refused a value)
+    │   ├── AgentSwitchFailed            400 agent_switch_failed
+    │   ├── ConfigError                  400 config_error        (server start-up options)
     │   └── AgentConfigError             400 invalid_agent_config (``file:line: path: problem``)
     ├── Unauthorized                     401 unauthorized
+    ├── CrossSiteRequest                 403 cross_site_request  (Origin not allowed)
     ├── NotFound                         404 not_found
     │   ├── SessionNotFound              404 session_not_found
     │   ├── MessageNotFound              404 message_not_found
@@ -22,8 +26,11 @@ WebSocket error frames happens in exactly one place: here.
     ├── SessionNotRunning                409 session_not_running
     ├── NoPendingRequest                 409 no_pending_request
     ├── PayloadTooLarge                  413 payload_too_large
+    ├── UnsupportedMediaType             415 unsupported_media_type
+    ├── HostNotAllowed                   421 host_not_allowed    (DNS rebinding guard)
     ├── ModelSwitchingNotSupported       422 model_switching_not_supported
     ├── QueueFull                        429 queue_full          (.retry_after seconds)
+    │   └── TooManyConnections           429 too_many_connections (per client address)
     ├── AgentSourceUnavailable           502 agent_source_unavailable
     ├── ModelError                       502 model_error         (a model call failed)
     │   ├── ModelKeyMissing              502 missing_api_key
@@ -34,10 +41,13 @@ WebSocket error frames happens in exactly one place: here.
     ├── ShuttingDown                     503 shutting_down
     └── StoreError                       500 store_error
         └── DatabaseError                500 database_error      (opening a database failed)
-            ├── NotADatabase             the file is not a greenroom SQLite database
-            ├── NewerDatabase            written by a newer greenroom schema
-            ├── DatabaseReadOnly         cannot write the file or its directory
-            └── DatabaseInUse            another greenroom process holds the file
+            ├── NotADatabase             500 not_a_database      (not a greenroom database)
+            ├── NewerDatabase            500 newer_database      (written by a newer schema)
+            ├── DatabaseReadOnly         500 database_read_only  (file or directory read-only)
+            └── DatabaseInUse            500 database_in_use     (another process holds it)
+
+Statuses and codes live here; an operation may override one for its own route in
+``transport/_ops.py`` (``Operation.overrides``), as docker-agent answers some routes differently.
 """
 
 from __future__ import annotations
@@ -49,12 +59,15 @@ __all__ = [
     "AgentNotFound",
     "AgentSourceUnavailable",
     "AgentSwitchFailed",
+    "ConfigError",
+    "CrossSiteRequest",
     "DatabaseError",
     "DatabaseInUse",
     "DatabaseReadOnly",
     "ForkInSubSession",
     "ForkOutOfRange",
     "GreenroomError",
+    "HostNotAllowed",
     "InvalidMessageId",
     "InvalidRequest",
     "InvalidWorkingDir",
@@ -77,7 +90,10 @@ __all__ = [
     "SessionNotRunning",
     "ShuttingDown",
     "StoreError",
+    "TooManyConnections",
     "Unauthorized",
+    "UnstorableValue",
+    "UnsupportedMediaType",
 ]
 
 
@@ -141,10 +157,33 @@ class AgentSwitchFailed(InvalidRequest):
     default_message = "switching agent failed"
 
 
+class UnstorableValue(InvalidRequest):
+    """A store could not encode a value (the edge should have refused it): that one write
+    failed, nothing else did."""
+
+    code = "unstorable_value"
+    default_message = "a value cannot be stored"
+
+
+class ConfigError(InvalidRequest):
+    """A server start-up option is wrong; the message names it."""
+
+    code = "config_error"
+    default_message = "invalid server configuration"
+
+
 class Unauthorized(GreenroomError):
     status = 401
     code = "unauthorized"
     default_message = "missing Authorization header"
+
+
+class CrossSiteRequest(GreenroomError):
+    """A browser request on another site's behalf: its ``Origin`` is not this server's."""
+
+    status = 403
+    code = "cross_site_request"
+    default_message = "cross-site request refused"
 
 
 class NotFound(GreenroomError):
@@ -196,6 +235,20 @@ class PayloadTooLarge(GreenroomError):
     default_message = "request body too large"
 
 
+class UnsupportedMediaType(GreenroomError):
+    status = 415
+    code = "unsupported_media_type"
+    default_message = "request bodies must be JSON (Content-Type: application/json)"
+
+
+class HostNotAllowed(GreenroomError):
+    """The ``Host`` header names a host this server does not answer to (DNS rebinding)."""
+
+    status = 421
+    code = "host_not_allowed"
+    default_message = "host not allowed"
+
+
 class ModelSwitchingNotSupported(GreenroomError):
     status = 422
     code = "model_switching_not_supported"
@@ -210,6 +263,11 @@ class QueueFull(GreenroomError):
     def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooManyConnections(QueueFull):
+    code = "too_many_connections"
+    default_message = "too many open connections from this client address"
 
 
 class AgentSourceUnavailable(GreenroomError):

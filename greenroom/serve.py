@@ -37,8 +37,8 @@ from greenroom.agents._tools import default_tools_for
 from greenroom.errors import (
     AgentConfigError,
     AgentSourceUnavailable,
+    ConfigError,
     GreenroomError,
-    InvalidRequest,
 )
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
 from greenroom.transport import AppConfig, ShieldedSend, create_app
@@ -69,10 +69,6 @@ class ServeConfig:
     working_dir_root: str | None = None
     graceful_timeout: float = 5.0
     tune_gc: bool = False  # process-wide GC settings: for the CLI's own process only
-
-
-class ConfigError(InvalidRequest):
-    code = "config_error"
 
 
 def check_exposure(cfg: ServeConfig) -> None:

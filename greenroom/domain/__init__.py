@@ -52,6 +52,25 @@ from ._json import (
     parse_datetime as parse_datetime,
     to_json as to_json,
 )
+from ._limits import (
+    INT64_MAX as INT64_MAX,
+    INT64_MIN as INT64_MIN,
+    MAX_NAME as MAX_NAME,
+    MAX_PATH as MAX_PATH,
+    MAX_TITLE as MAX_TITLE,
+    Amount as Amount,
+    Count as Count,
+    Length as Length,
+    Name as Name,
+    NonBlank as NonBlank,
+    PathText as PathText,
+    Pattern as Pattern,
+    PlainName as PlainName,
+    Range as Range,
+    Title as Title,
+    check_text as check_text,
+    check_value as check_value,
+)
 from ._truncate import (
     MARKER as MARKER,
     cap_tool_result as cap_tool_result,

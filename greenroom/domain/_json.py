@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import datetime as dt
+import math
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from cattrs.preconf.json import make_converter
 from greenroom.errors import InvalidRequest
 
 from ._events import TAGGED_EVENTS, Event, RawEvent, event_type
+from ._limits import INT64_MAX, INT64_MIN, RULES
 from ._types import (
     ROLES,
     ChatMessage,
@@ -75,13 +77,18 @@ def _strict_str(value: object, _: type) -> str:
 
 def _strict_int(value: object, _: type) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError("integer out of range (must fit 64 bits)")
         return value
     raise TypeError(f"expected integer, got {_type_name(value)}")
 
 
 def _strict_float(value: object, _: type) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError("number is not finite")
+        return number
     raise TypeError(f"expected number, got {_type_name(value)}")
 
 
@@ -156,6 +163,24 @@ def _role(value: object, _: object) -> str:
 converter.register_structure_hook_func(lambda t: t == Role, _role)
 
 
+def _objects_only(fn: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
+    """An attrs class is a JSON object: anything else fails with the JSON type's name."""
+
+    def structure(value: Any, cls: Any) -> T:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected object, got {_type_name(value)}")
+        return fn(value, cls)
+
+    return structure
+
+
+def _attrs_hook(cls: type[Any]) -> Callable[[Any, Any], Any]:
+    return _objects_only(make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True))
+
+
+converter.register_structure_hook_factory(attrs.has, _attrs_hook)
+
+
 def _empty_default(field: attrs.Attribute[Any]) -> bool:
     default = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
@@ -166,8 +191,8 @@ def _empty_default(field: attrs.Attribute[Any]) -> bool:
 def _register(cls: type[Any], *, omit_empty: bool, **overrides: Any) -> None:
     """Generate strict hooks for ``cls``; with ``omit_empty`` fields left at an empty default
     ("", None, (), False, 0) are left out of the JSON, as upstream's ``omitempty`` does."""
-    structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
-        cls, converter, _cattrs_forbid_extra_keys=True, **overrides
+    structure: Callable[[Any, Any], Any] = _objects_only(
+        make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=True, **overrides)
     )
     renames = {name: o.rename for name, o in overrides.items() if o.rename}
     if renames:
@@ -244,6 +269,50 @@ def _is_mapping(t: Any) -> bool:
     return typing.get_origin(t) in (dict, collections.abc.Mapping)
 
 
+def _is_annotated(t: Any) -> bool:
+    return typing.get_origin(t) is typing.Annotated
+
+
+def _annotated_hook(annotated: Any) -> Callable[[Any, Any], Any]:
+    """Structure the base type, then check its rules (``_limits.RULES``)."""
+    base, *metadata = typing.get_args(annotated)
+    handler = converter.get_structure_hook(base)
+    rules = [m for m in metadata if isinstance(m, RULES)]
+
+    def structure(value: Any, _: Any) -> Any:
+        result = handler(value, base)
+        for rule in rules:
+            rule.check(result)
+        return result
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_annotated, _annotated_hook)
+
+
+def _is_literal(t: Any) -> bool:
+    return typing.get_origin(t) is typing.Literal
+
+
+def _literal_hook(literal: Any) -> Callable[[Any, Any], Any]:
+    """One of the listed values, compared strictly; the error lists them as clients write them."""
+    allowed = typing.get_args(literal)
+    strings = all(isinstance(a, str) for a in allowed)
+
+    def structure(value: Any, _: Any) -> Any:
+        if strings and not isinstance(value, str):
+            raise TypeError(f"expected string, got {_type_name(value)}")
+        for option in allowed:
+            if type(value) is type(option) and value == option:
+                return option
+        shown = ", ".join(repr(a) if a == "" else str(a) for a in allowed)
+        raise ValueError(f"expected one of {shown}; got {value!r}")
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_literal, _literal_hook)
 converter.register_structure_hook_factory(_is_tuple_of, _sequence_hook)
 converter.register_structure_hook_factory(_is_list, _sequence_hook)
 converter.register_structure_hook_factory(_is_mapping, _mapping_hook)

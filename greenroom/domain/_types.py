@@ -15,6 +15,8 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from ._limits import Amount, Count, Name, PathText, Title
+
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
@@ -39,11 +41,11 @@ def _tuple(value: Iterable[str] | None) -> tuple[str, ...]:
 
 @attrs.frozen
 class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cached_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cached_input_tokens: Count = 0
+    cached_write_tokens: Count = 0
+    reasoning_tokens: Count = 0
 
 
 @attrs.frozen
@@ -96,9 +98,9 @@ class Message:
     """
 
     message: ChatMessage
-    agent_name: str = ""
+    agent_name: Name = ""
     implicit: bool = False
-    id: int = 0
+    id: Count = 0
 
     @property
     def role(self) -> str:
@@ -125,9 +127,9 @@ class Summary:
     """A compaction summary: the prompt replaces the history before it with ``summary``."""
 
     summary: str
-    first_kept_entry: int = 0
-    cost: float = 0.0
-    model: str = ""
+    first_kept_entry: Count = 0
+    cost: Amount = 0.0
+    model: Name = ""
     usage: Usage | None = None
 
 
@@ -166,17 +168,17 @@ class Session:
 
     id: str
     created_at: dt.datetime
-    title: str = ""
+    title: Title = ""
     items: tuple[Item, ...] = ()
     tools_approved: bool = False
     safety_policy: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    working_dir: str = ""
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cost: Amount = 0.0
+    working_dir: PathText = ""
     permissions: Permissions | None = None
-    max_iterations: int = 0
-    max_tool_result_tokens: int = 0
+    max_iterations: Count = 0
+    max_tool_result_tokens: Count = 0
     agent_model_overrides: Mapping[str, str] = attrs.field(factory=frozen_map, converter=frozen_map)
     custom_models_used: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     starred: bool = False

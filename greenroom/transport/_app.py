@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from greenroom.actors import Registry
 from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
 
+from ._cross_site import check_json_content_type, check_request
 from ._errors import map_error
 from ._json import dumps, parse_body
 from ._openapi import build_openapi
@@ -57,6 +58,8 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Re
             raise PayloadTooLarge(f"request body is larger than {limit} bytes")
         data = await request.get_data(cache=False, as_text=False)
         assert isinstance(data, bytes)
+        if data.strip():
+            check_json_content_type(request.headers.get("Content-Type"))
         body = parse_body(data, op.body, empty_ok=not op.body_required)
     headers = {k.lower(): v for k, v in request.headers.items()}
     return Request(params, dict(request.args), headers, body)
@@ -107,15 +110,23 @@ def create_app(
     async def openapi() -> Response:
         return json_response(document)
 
+    site = config.site_policy
+
     @app.before_request
-    async def authenticate() -> Response | None:
-        if request.method == "OPTIONS" and config.cors_origins:
-            return _preflight(config)
-        if config.auth_token and request.path not in PUBLIC_PATHS:
-            try:
+    async def guard() -> Response | None:
+        if request.path in PUBLIC_PATHS:  # probes: harmless, and sent with any Host
+            return None
+        try:
+            headers = {"host": request.headers.get("Host", "")}
+            if "Origin" in request.headers:
+                headers["origin"] = request.headers["Origin"]
+            check_request(site, request.method, headers)
+            if request.method == "OPTIONS" and config.cors_origins:
+                return _preflight(config)
+            if config.auth_token:
                 check_bearer(request.headers.get("Authorization", ""), config.auth_token)
-            except Unauthorized as exc:
-                return error_response(exc)
+        except GreenroomError as exc:
+            return error_response(exc)
         return None
 
     @app.after_request

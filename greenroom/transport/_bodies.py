@@ -5,11 +5,47 @@ The same classes serve REST bodies and WebSocket frames (whose fields sit at the
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import attrs
 
-from greenroom.domain import Message, MessagePart, Permissions, Role, Usage
+from greenroom.domain import (
+    Amount,
+    Count,
+    Length,
+    Message,
+    MessagePart,
+    Name,
+    NonBlank,
+    PathText,
+    Permissions,
+    PlainName,
+    Role,
+    Title,
+    Usage,
+)
+
+SafetyPolicy = Literal[
+    "", "strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto"
+]
+"""Accepted safety policies; the last three are legacy names (unsafe → autonomous, safer and
+safe-auto → balanced)."""
+
+Confirmation = Literal[
+    "approve",
+    "approve-balanced",
+    "approve-autonomous",
+    "approve-tool",
+    "reject",
+    "approve-session",
+    "approve-safe",
+    "approve-safer",
+]
+"""Tool-call confirmations; the last three are legacy names (approve-session → autonomous,
+approve-safe and approve-safer → balanced)."""
+
+MAX_BATCH = 1000  # session ids in one batch request
+MAX_QUEUED = 64  # messages in one steer or follow-up request
 
 
 @attrs.frozen
@@ -26,15 +62,15 @@ class SessionTemplate:
     """``POST /api/sessions``: the honoured fields of a Session; the others are accepted (a
     client may post a whole session back) and ignored."""
 
-    title: str = ""
+    title: Title = ""
     tools_approved: bool = False
-    safety_policy: str = ""
-    working_dir: str = ""
+    safety_policy: SafetyPolicy = ""
+    working_dir: PathText = ""
     permissions: Permissions | None = None
-    max_iterations: int = 0
-    max_tool_result_tokens: int = 0
-    max_consecutive_tool_calls: int = 0
-    max_old_tool_call_tokens: int = 0
+    max_iterations: Count = 0
+    max_tool_result_tokens: Count = 0
+    max_consecutive_tool_calls: Count = 0
+    max_old_tool_call_tokens: Count = 0
     attributes: dict[str, str] = attrs.field(factory=dict)
     agent_model_overrides: dict[str, str] = attrs.field(factory=dict)
     custom_models_used: tuple[str, ...] = ()
@@ -54,7 +90,7 @@ class SessionTemplate:
 @attrs.frozen
 class RunBody:
     messages: tuple[APIMessage, ...] = ()
-    model: str = ""
+    model: Name = ""
 
 
 @attrs.frozen
@@ -62,28 +98,28 @@ class QueueBody:
     """Steer and follow-up: at least one message. ``framing`` is accepted for client
     compatibility; greenroom's runtimes treat every steer message the same way."""
 
-    messages: tuple[APIMessage, ...] = ()
-    framing: str = ""
+    messages: Annotated[tuple[APIMessage, ...], Length(MAX_QUEUED, 1)]
+    framing: Literal["", "plain", "instruction", "replacement"] = ""
 
 
 @attrs.frozen
 class ForkBody:
-    message_index: int | None = None
-    user_message_index: int | None = None  # docker-agent's name for the same field
+    message_index: Count | None = None
+    user_message_index: Count | None = None  # docker-agent's name for the same field
 
 
 @attrs.frozen
 class ResumeBody:
-    confirmation: str
+    confirmation: Confirmation
     reason: str = ""
-    tool_name: str = ""
+    tool_name: Name = ""
 
 
 @attrs.frozen
 class ElicitationBody:
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
-    elicitation_id: str = ""
+    elicitation_id: Name = ""
 
 
 @attrs.frozen
@@ -93,14 +129,14 @@ class PermissionsBody:
 
 @attrs.frozen
 class TitleBody:
-    title: str
+    title: Title
 
 
 @attrs.frozen
 class TokensBody:
-    input_tokens: int
-    output_tokens: int
-    cost: float | None = None
+    input_tokens: Count
+    output_tokens: Count
+    cost: Amount | None = None
 
 
 @attrs.frozen
@@ -110,25 +146,25 @@ class StarredBody:
 
 @attrs.frozen
 class SafetyPolicyBody:
-    safety_policy: str
+    safety_policy: SafetyPolicy
 
 
 @attrs.frozen
 class MessageBody:
-    message: Message | None = None
+    message: Message
 
 
 @attrs.frozen
 class SummaryBody:
-    summary: str = ""
-    first_kept_entry: int = 0
-    tokens: int = 0  # legacy name of first_kept_entry
-    cost: float = 0.0
-    model: str = ""
+    summary: NonBlank
+    first_kept_entry: Count = 0
+    tokens: Count = 0  # legacy name of first_kept_entry
+    cost: Amount = 0.0
+    model: PlainName = ""
     usage: Usage | None = None
 
 
 @attrs.frozen
 class BatchBody:
-    session_ids: tuple[str, ...] = ()
-    format: str = ""
+    session_ids: Annotated[tuple[Name, ...], Length(MAX_BATCH, 1)]
+    format: Literal["", "json"] = ""

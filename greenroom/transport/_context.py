@@ -10,6 +10,8 @@ import trio
 
 from greenroom.actors import Registry
 
+from ._cross_site import SitePolicy
+
 
 class AgentCatalog(Protocol):
     """What the API shows about agent files (GET /api/agents...)."""
@@ -25,10 +27,16 @@ class AgentCatalog(Protocol):
 class AppConfig:
     auth_token: str = ""
     cors_origins: tuple[str, ...] = ()
+    bind_host: str = "127.0.0.1"  # with allowed_hosts: the Host values requests may carry
+    allowed_hosts: tuple[str, ...] = ()
     max_body: int = 1024 * 1024
     heartbeat: float = 15.0
     working_dir_root: str | None = None
     ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
+
+    @property
+    def site_policy(self) -> SitePolicy:
+        return SitePolicy(self.bind_host, self.allowed_hosts, self.cors_origins)
 
 
 @attrs.define

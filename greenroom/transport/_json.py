@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from greenroom.domain import parse
+from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
 
 T = TypeVar("T")
@@ -39,7 +39,8 @@ def _check_depth(raw: str) -> None:
 
 
 def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
-    """Decode a JSON body: 413 over ``limit``, 400 for bad UTF-8, bad JSON or deep nesting."""
+    """Decode a JSON body: 413 over ``limit``; 400 for bad UTF-8, bad JSON, deep nesting, or a
+    value no store can keep (``domain.check_value``)."""
     if len(data) > limit:
         raise PayloadTooLarge(f"request body is larger than {limit} bytes")
     if not data.strip():
@@ -52,13 +53,20 @@ def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
         raise InvalidRequest(f"request body is not valid UTF-8 (byte {exc.start})") from None
     _check_depth(text)
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InvalidRequest(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except RecursionError:
         raise InvalidRequest(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    check_value(value)  # storable: no lone surrogates, 64-bit integers, finite numbers
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity, which are not JSON.
+    raise InvalidRequest(f"invalid JSON: {name} is not a JSON value")
 
 
 def parse_body(data: bytes, cls: type[T], *, empty_ok: bool = False) -> T:

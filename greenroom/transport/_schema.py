@@ -10,14 +10,14 @@ from typing import Any
 
 import attrs
 
-from greenroom.domain import EVENT_TAGS, Session
+from greenroom.domain import EVENT_TAGS, INT64_MAX, INT64_MIN, Length, Pattern, Range, Session
 
 JSON = dict[str, Any]
 _RENAMES: dict[type[Any], dict[str, str]] = {Session: {"items": "messages"}}
 _HIDDEN: dict[type[Any], set[str]] = {Session: {"parent_id"}}
 _PRIMITIVES: dict[Any, JSON] = {
     str: {"type": "string"},
-    int: {"type": "integer"},
+    int: {"type": "integer", "minimum": INT64_MIN, "maximum": INT64_MAX},
     float: {"type": "number"},
     bool: {"type": "boolean"},
     dt.datetime: {"type": "string", "format": "date-time"},
@@ -46,8 +46,14 @@ class SchemaBuilder:
             return self.ref("Item", self.item())
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
+        if origin is typing.Annotated:
+            return _with_rules(self.of(args[0]), args[1:])
         if origin is typing.Literal:
-            return {"enum": list(args)}
+            kinds = {type(a) for a in args}
+            schema: JSON = {"enum": list(args)}
+            if kinds == {str}:
+                schema = {"type": "string", **schema}
+            return schema
         if origin in (typing.Union, types.UnionType):
             return {"anyOf": [self.of(a) for a in args]}
         if origin in (tuple, list):
@@ -61,7 +67,7 @@ class SchemaBuilder:
         if cls.__name__ in self.components:
             return {"$ref": f"#/components/schemas/{cls.__name__}"}
         self.components[cls.__name__] = {}  # placeholder: recursive types (Session)
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         renames = _RENAMES.get(cls, {})
         properties: JSON = {}
         required = []
@@ -77,6 +83,7 @@ class SchemaBuilder:
             schema["required"] = required
         if strict:
             schema["additionalProperties"] = False
+        schema.update(getattr(cls, "json_schema_extra", {}))
         self.components[cls.__name__] = schema
         return {"$ref": f"#/components/schemas/{cls.__name__}"}
 
@@ -122,6 +129,25 @@ class SchemaBuilder:
             "Event",
             {"anyOf": variants, "x-discriminator": {"propertyName": "type", "mapping": mapping}},
         )
+
+
+def _with_rules(schema: JSON, rules: tuple[Any, ...]) -> JSON:
+    """``schema`` narrowed by the domain's Range / Length / Pattern rules."""
+    out = dict(schema)
+    for rule in rules:
+        if isinstance(rule, Range):
+            if rule.minimum is not None:
+                out["minimum"] = rule.minimum
+            if rule.maximum is not None:
+                out["maximum"] = rule.maximum
+        elif isinstance(rule, Length):
+            array = out.get("type") == "array"
+            out["maxItems" if array else "maxLength"] = rule.maximum
+            if rule.minimum:
+                out["minItems" if array else "minLength"] = rule.minimum
+        elif isinstance(rule, Pattern):
+            out["pattern"] = rule.regex
+    return out
 
 
 def _item_type() -> Any:

@@ -21,6 +21,7 @@ from greenroom.actors import LogEntry, RunStream, Subscription
 from greenroom.domain import SessionExited, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthorized
 
+from ._cross_site import check_request
 from ._errors import map_error
 from ._json import MAX_BODY, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
@@ -39,15 +40,21 @@ class _SlowClient(Exception):
 
 
 def register_websocket(app: QuartTrio, ctx: Context) -> None:
+    site = ctx.config.site_policy
+
     @app.websocket("/api/ws")
     async def ws_endpoint() -> Response | None:
         subprotocol = None
-        if ctx.config.auth_token:
-            try:
+        try:
+            headers = {"host": websocket.headers.get("Host", "")}
+            if "Origin" in websocket.headers:
+                headers["origin"] = websocket.headers["Origin"]
+            check_request(site, "GET", headers, websocket=True)
+            if ctx.config.auth_token:
                 subprotocol = _authenticate(ctx.config.auth_token)
-            except Unauthorized as exc:
-                status, body, _ = map_error(exc)
-                return Response(json.dumps(body), status, content_type="application/json")
+        except GreenroomError as exc:
+            status, body, _ = map_error(exc)
+            return Response(json.dumps(body), status, content_type="application/json")
         await websocket.accept(subprotocol=subprotocol)
         await Connection(ctx).serve()
         return None

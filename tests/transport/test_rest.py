@@ -23,6 +23,8 @@ from greenroom.transport import OPERATIONS, AppConfig
 from tests.fakes import drain, user
 from tests.transport.support import AGENT, UNAVAILABLE, Env, message_body, user_body
 
+JSON_TYPE = {"Content-Type": "application/json"}
+
 Response = Any  # quart's test response (a werkzeug Response with async body helpers)
 SCRIPT = [StreamStarted(), AgentChoice("hello"), StreamStopped()]
 
@@ -516,16 +518,28 @@ async def test_operation_success(op: Any, client: Client, env: Env) -> None:
         ),
         ("POST", "{s}/steer", {"messages": [{"role": 1}]}, "$.messages[0].role", "string"),
         ("POST", "{s}/steer", {"messages": []}, "$.messages", "at least one"),
-        ("POST", "{s}/messages", {"message": None}, "$.message", "required"),
+        ("POST", "{s}/messages", {"message": None}, "$.message", "expected object, got null"),
         ("POST", "{s}/messages", {}, "$.message", "required"),
-        ("POST", "{s}/summaries", {"summary": ""}, "$.summary", "required"),
-        ("POST", "{s}/summaries", {"summary": "x", "usage": {"input_tokens": -1}}, "$.usage", ""),
+        ("POST", "{s}/summaries", {"summary": " "}, "$.summary", "blank"),
+        (
+            "POST",
+            "{s}/summaries",
+            {"summary": "x", "usage": {"input_tokens": -1}},
+            "$.usage.input_tokens",
+            "at least 0",
+        ),
         ("POST", "{s}/resume", {"confirmation": "maybe"}, "$.confirmation", "approve"),
         ("POST", "{s}/resume", {}, "$.confirmation", "missing"),
         ("POST", "{s}/elicitation", {"action": "shrug"}, "$.action", ""),
         ("POST", "{s}/fork", {}, "$.message_index", "required"),
         ("POST", "{s}/fork", {"message_index": "1"}, "$.message_index", ""),
-        ("PATCH", "{s}/safety-policy", {"safety_policy": "yolo"}, "$.safety_policy", "unknown"),
+        (
+            "PATCH",
+            "{s}/safety-policy",
+            {"safety_policy": "yolo"},
+            "$.safety_policy",
+            "expected one of '', strict",
+        ),
         ("POST", "/api/sessions/batch/delete", {"session_ids": []}, "$.session_ids", "at least"),
         ("POST", "/api/sessions/batch/export", {"session_ids": "abc"}, "$.session_ids", ""),
         ("POST", "{s}/agent/agent", {"messages": [{"content": 3}]}, "$.messages[0].content", ""),
@@ -881,14 +895,14 @@ async def test_body_over_one_mib_is_413(client: Client, env: Env) -> None:
         (f"/api/sessions/{sid}/title", "PATCH"),
         (f"/api/sessions/{sid}/agent/{AGENT}", "POST"),
     ]:
-        r = await client.open(route, method=method, data=big)
+        r = await client.open(route, method=method, data=big, headers=JSON_TYPE)
         assert r.status_code == 413, route
         assert_error(await body_of(r), "payload_too_large")
     assert (await env.store.get_session(sid)).title == ""
-    fits = json.dumps({"title": "y" * (1024 * 1024 - 20)}).encode()
+    fits = json.dumps(message_body("user", "y" * (1024 * 1024 - 60))).encode()
     assert len(fits) <= 1024 * 1024
-    r = await client.patch(f"/api/sessions/{sid}/title", data=fits)
-    assert r.status_code == 200
+    r = await client.post(f"/api/sessions/{sid}/messages", data=fits, headers=JSON_TYPE)
+    assert r.status_code == 201
 
 
 # --- fork ----------------------------------------------------------------------------------------
@@ -911,14 +925,16 @@ async def test_fork_index_and_alias(client: Client, env: Env, field: str) -> Non
     assert listed == {sid, first["id"], second["id"]}
 
 
-@pytest.mark.parametrize("index", [-1, 2, 99])
-async def test_fork_out_of_range_is_400(client: Client, env: Env, index: int) -> None:
+@pytest.mark.parametrize(
+    ("index", "code"), [(-1, "invalid_request"), (2, "fork_out_of_range"), (99, "fork_out_of_range")]
+)
+async def test_fork_out_of_range_is_400(client: Client, env: Env, index: int, code: str) -> None:
     sid = await env.new_session()
     await add_message(client, sid, "user", "u0")
     await add_message(client, sid, "user", "u1")
     r = await client.post(f"/api/sessions/{sid}/fork", json={"message_index": index})
     assert r.status_code == 400
-    assert_error(await body_of(r), "fork_out_of_range")
+    assert_error(await body_of(r), code)
 
 
 # --- delete ------------------------------------------------------------------------------------

@@ -118,7 +118,9 @@ async def test_run_errors_before_streaming_are_json(live: Live) -> None:
         r = await client.post(run_path("missing"), json=user_body("x"))
         assert r.status_code == 404
         assert r.json()["code"] == "session_not_found"
-        r = await client.post(run_path(sid), content=b"{bad json")
+        r = await client.post(
+            run_path(sid), content=b"{bad json", headers={"Content-Type": "application/json"}
+        )
         assert r.status_code == 400
 
 

@@ -270,7 +270,7 @@ async def test_chunked_body_over_the_limit_is_413(live: Live) -> None:
 async def test_early_reply_with_a_big_body_leaves_the_connection_usable(
     live: Live, method: str, path: str, expected: int
 ) -> None:
-    conn = RawConnection(None, "x")  # type: ignore[arg-type]
+    conn = RawConnection(None, "localhost")  # type: ignore[arg-type]
     request = conn.request_bytes(method, path, body=b"y" * BIG)
     await _early_reply_then_next_request(live, request, expected)
 
@@ -319,7 +319,7 @@ async def test_early_reply_to_a_stalled_body_closes_the_connection(
 
 @pytest.mark.parametrize("app_config", [AppConfig(auth_token=TOKEN)])
 async def test_early_401_leaves_the_connection_usable(live: Live) -> None:
-    conn = RawConnection(None, "x")  # type: ignore[arg-type]
+    conn = RawConnection(None, "localhost")  # type: ignore[arg-type]
     request = conn.request_bytes("POST", "/api/sessions", body=b"z" * BIG)
     first = await _early_reply_then_next_request(live, request, 401)
     assert first.json() == {"message": "missing Authorization header", "code": "unauthorized"}
