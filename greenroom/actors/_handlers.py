@@ -302,7 +302,7 @@ async def _add_message(actor: SessionActor, cmd: c.AddMessage) -> int:
     return (await actor.append_message(cmd.message)).id
 
 
-_MESSAGE_ID = re.compile(r"-?[0-9]+")
+_MESSAGE_ID = re.compile(r"-?[0-9]{1,18}")  # within the store's 64-bit ids
 
 
 @handles(c.UpdateMessage)

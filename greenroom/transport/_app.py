@@ -17,7 +17,7 @@ from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
 
 from ._cross_site import check_json_content_type, check_request
 from ._errors import map_error
-from ._json import dumps, parse_body
+from ._json import check_params, dumps, parse_body
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
@@ -61,8 +61,9 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Re
         if data.strip():
             check_json_content_type(request.headers.get("Content-Type"))
         body = parse_body(data, op.body, empty_ok=not op.body_required)
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return Request(params, dict(request.args), headers, body)
+    raw_headers = {k.lower(): v for k, v in request.headers.items()}
+    query, headers = check_params(op, params, dict(request.args), raw_headers)
+    return Request(params, query, headers, body)
 
 
 def create_app(

@@ -50,8 +50,8 @@ class Context:
 @attrs.frozen
 class Request:
     params: Mapping[str, str] = attrs.field(factory=dict)
-    query: Mapping[str, str] = attrs.field(factory=dict)
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    query: Mapping[str, Any] = attrs.field(factory=dict)  # the operation's, parsed (_params.py)
+    headers: Mapping[str, Any] = attrs.field(factory=dict)  # the operation's, parsed
     body: Any = None
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from greenroom.domain import check_value, parse
+from greenroom.domain import check_text, check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
+
+from ._params import path_param
+
+if TYPE_CHECKING:
+    from ._ops import Operation
 
 T = TypeVar("T")
 
@@ -74,6 +80,32 @@ def parse_body(data: bytes, cls: type[T], *, empty_ok: bool = False) -> T:
     if not isinstance(value, dict):
         raise InvalidRequest("$: expected a JSON object")
     return parse(value, cls)
+
+
+def check_params(
+    op: Operation, params: Mapping[str, str], query: Mapping[str, str], headers: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Check the path parameters and parse the operation's query and header parameters
+    (``_params.py``); returns (query, headers) with typed values, keyed by name (headers by
+    lower-case name). Other query keys and headers are left out."""
+    check_path_params(params)
+    parsed_query = {
+        p.name: p.parse(check_text(query[p.name], f"query.{p.name}"), f"query.{p.name}")
+        for p in op.query
+        if p.name in query
+    }
+    parsed_headers = {
+        p.name.lower(): p.parse(headers[p.name.lower()], f"header.{p.name}")
+        for p in op.header_params
+        if p.name.lower() in headers
+    }
+    return parsed_query, parsed_headers
+
+
+def check_path_params(params: Mapping[str, str], prefix: str = "path.") -> None:
+    for name, value in params.items():
+        where = f"{prefix}{name}"
+        path_param(name).parse(check_text(value, where), where)
 
 
 def error_body(exc: GreenroomError, *, code: str | None = None) -> dict[str, Any]:

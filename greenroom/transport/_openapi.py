@@ -9,6 +9,7 @@ from greenroom import __version__
 from greenroom.domain import Session, SessionSummary
 
 from ._ops import OPERATIONS, Operation
+from ._params import Param, path_param
 from ._schema import JSON, SchemaBuilder
 
 _ERROR_TEXT = {
@@ -82,17 +83,11 @@ def _session_response(builder: SchemaBuilder) -> JSON:
 
 def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
     parameters: list[JSON] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": path_param(name).schema}
         for name in op.params
     ]
-    parameters += [
-        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
-        for name in op.query
-    ]
-    parameters += [
-        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
-        for name in op.header_params
-    ]
+    parameters += [_param(p, "query") for p in op.query]
+    parameters += [_param(p, "header") for p in op.header_params]
     statuses = set(op.errors) | {405}
     if not op.public:
         statuses.add(401)
@@ -120,6 +115,13 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
             "required": op.body_required,
             "content": {"application/json": {"schema": builder.of(op.body)}},
         }
+    return out
+
+
+def _param(param: Param, where: str) -> JSON:
+    out: JSON = {"name": param.name, "in": where, "required": False, "schema": param.schema}
+    if param.description:
+        out["description"] = param.description
     return out
 
 

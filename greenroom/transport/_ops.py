@@ -16,7 +16,7 @@ import attrs
 
 from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
-from . import _bodies as b
+from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
 from ._endpoints import (
     add_message,
@@ -70,8 +70,8 @@ class Operation:
     success: int = 200
     errors: tuple[int, ...] = ()
     overrides: Mapping[type[GreenroomError], tuple[int, str | None]] = attrs.field(factory=dict)
-    query: tuple[str, ...] = ()
-    header_params: tuple[str, ...] = ()
+    query: tuple[q.Param, ...] = ()
+    header_params: tuple[q.Param, ...] = ()
     stream: bool = False  # returns a RunStream (run) or is served by each transport itself
     rest: bool = True
     websocket: bool = True
@@ -100,7 +100,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/api/ready",
         api_ready,
         "Wait until a session has a runtime",
-        query=("timeout",),
+        query=(q.TIMEOUT,),
         errors=(400, 503),
     ),
     Operation("list_agents", "GET", "/api/agents", list_agents, "List agent sources"),
@@ -156,7 +156,7 @@ OPERATIONS: tuple[Operation, ...] = (
         f"{S}/status",
         session_status,
         "Live runtime status",
-        query=("wait",),
+        query=(q.WAIT_DURATION,),
         overrides=NOT_RUNNING_404,
         errors=(400, 404, 503),
     ),
@@ -184,7 +184,7 @@ OPERATIONS: tuple[Operation, ...] = (
         S,
         delete_session,
         "Delete a session",
-        query=("wait", "timeout"),
+        query=(q.WAIT_FLAG, q.TIMEOUT),
         errors=(400, 404),
     ),
     Operation(
@@ -194,7 +194,7 @@ OPERATIONS: tuple[Operation, ...] = (
         start_run,
         "Run a turn with the source's default agent (SSE)",
         body=b.RunBody,
-        query=("on_disconnect",),
+        query=(q.ON_DISCONNECT,),
         stream=True,
         errors=(400, 404, 409, 422, 502),
     ),
@@ -205,7 +205,7 @@ OPERATIONS: tuple[Operation, ...] = (
         start_run,
         "Run a turn with a named agent (SSE)",
         body=b.RunBody,
-        query=("on_disconnect",),
+        query=(q.ON_DISCONNECT,),
         stream=True,
         errors=(400, 404, 409, 422, 502),
         websocket=False,
@@ -216,8 +216,8 @@ OPERATIONS: tuple[Operation, ...] = (
         f"{S}/events",
         subscribe_events,
         "The session's event log: replay after since / Last-Event-ID, then live tail (SSE)",
-        query=("since",),
-        header_params=("Last-Event-ID",),
+        query=(q.SINCE,),
+        header_params=(q.LAST_EVENT_ID,),
         stream=True,
         websocket=False,  # the WebSocket has subscribe / unsubscribe
         errors=(404,),
@@ -249,7 +249,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Queue messages for the end of the turn",
         body=b.QueueBody,
         success=202,
-        header_params=("Idempotency-Key",),
+        header_params=(q.IDEMPOTENCY_KEY,),
         errors=(*COMMON, 429),
     ),
     Operation(

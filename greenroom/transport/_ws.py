@@ -23,8 +23,9 @@ from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthori
 
 from ._cross_site import check_request
 from ._errors import map_error
-from ._json import MAX_BODY, load_json
+from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
+from ._params import parse_name
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +168,17 @@ class Connection:
         params = {name: _param(frame, name) for name in op.params}
         if op.name == "run" and "agent_name" in frame:
             params["agent_name"] = _text(frame, "agent_name")
-        query = {k: str(frame[k]) for k in op.query if k in frame and frame[k] is not None}
+        check_path_params(params, prefix="$.")
+        query = {
+            p.name: p.parse(_scalar_text(frame[p.name]), f"$.{p.name}")
+            for p in op.query
+            if frame.get(p.name) is not None
+        }
         headers = {}
         if "idempotency_key" in frame:
-            headers["idempotency-key"] = _text(frame, "idempotency_key")
+            headers["idempotency-key"] = parse_name(
+                _text(frame, "idempotency_key"), "$.idempotency_key"
+            )
         body: Any = None
         if op.body is not None:
             skip = _FRAME_KEYS | set(params) | set(query) | {"agent_name", "idempotency_key"}
@@ -244,6 +252,13 @@ def _param(frame: dict[str, Any], key: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return _text(frame, key)
+
+
+def _scalar_text(value: Any) -> str:
+    """A query parameter sent as a JSON value: ``true`` and ``5`` mean what "true" and "5" do."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _text(frame: dict[str, Any], key: str) -> str:

@@ -926,7 +926,8 @@ async def test_fork_index_and_alias(client: Client, env: Env, field: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("index", "code"), [(-1, "invalid_request"), (2, "fork_out_of_range"), (99, "fork_out_of_range")]
+    ("index", "code"),
+    [(-1, "invalid_request"), (2, "fork_out_of_range"), (99, "fork_out_of_range")],
 )
 async def test_fork_out_of_range_is_400(client: Client, env: Env, index: int, code: str) -> None:
     sid = await env.new_session()
