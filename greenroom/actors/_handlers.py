@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -331,29 +332,27 @@ async def _add_summary(actor: SessionActor, cmd: c.AddSummary) -> None:
 
 @handles(c.SetTitle)
 async def _set_title(actor: SessionActor, cmd: c.SetTitle) -> None:
-    actor.session = attrs.evolve(actor.session, title=cmd.title)
-    await actor.store.update_title(actor.id, cmd.title)
+    await actor.update(partial(actor.store.update_title, actor.id, cmd.title), title=cmd.title)
 
 
 @handles(c.SetPermissions)
 async def _set_permissions(actor: SessionActor, cmd: c.SetPermissions) -> None:
-    actor.session = attrs.evolve(actor.session, permissions=cmd.permissions)
-    await actor.store.update_permissions(actor.id, cmd.permissions)
+    write = partial(actor.store.update_permissions, actor.id, cmd.permissions)
+    await actor.update(write, permissions=cmd.permissions)
 
 
 @handles(c.SetTokens)
 async def _set_tokens(actor: SessionActor, cmd: c.SetTokens) -> None:
     cost = actor.session.cost if cmd.cost is None else cmd.cost
-    actor.session = attrs.evolve(
-        actor.session, input_tokens=cmd.input_tokens, output_tokens=cmd.output_tokens, cost=cost
+    write = partial(actor.store.update_tokens, actor.id, cmd.input_tokens, cmd.output_tokens, cost)
+    await actor.update(
+        write, input_tokens=cmd.input_tokens, output_tokens=cmd.output_tokens, cost=cost
     )
-    await actor.store.update_tokens(actor.id, cmd.input_tokens, cmd.output_tokens, cost)
 
 
 @handles(c.SetStarred)
 async def _set_starred(actor: SessionActor, cmd: c.SetStarred) -> None:
-    actor.session = attrs.evolve(actor.session, starred=cmd.starred)
-    await actor.store.set_starred(actor.id, cmd.starred)
+    await actor.update(partial(actor.store.set_starred, actor.id, cmd.starred), starred=cmd.starred)
 
 
 SAFETY_POLICIES = {
@@ -375,28 +374,15 @@ async def _set_safety_policy(actor: SessionActor, cmd: c.SetSafetyPolicy) -> Non
             f"$.safety_policy: unknown safety policy {cmd.policy!r}", path="$.safety_policy"
         )
     policy = SAFETY_POLICIES[cmd.policy]
-    actor.session = attrs.evolve(
-        actor.session, safety_policy=policy, tools_approved=policy == "autonomous"
-    )
-    await actor.persist()
+    await actor.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
 
 
 @handles(c.ToggleToolApproval)
 async def _toggle_tool_approval(actor: SessionActor, _: c.ToggleToolApproval) -> None:
-    before = actor.session
-    approved = not before.tools_approved
-    actor.session = attrs.evolve(
-        before, tools_approved=approved, safety_policy="autonomous" if approved else ""
+    approved = not actor.session.tools_approved
+    await actor.update(
+        None, tools_approved=approved, safety_policy="autonomous" if approved else ""
     )
-    try:
-        await actor.persist()
-    except BaseException:
-        actor.session = attrs.evolve(
-            actor.session,
-            tools_approved=before.tools_approved,
-            safety_policy=before.safety_policy,
-        )
-        raise
 
 
 @handles(c.SetModel)
@@ -410,8 +396,7 @@ async def _set_model(actor: SessionActor, cmd: c.SetModel) -> None:
         overrides[cmd.agent] = cmd.ref
     else:
         overrides.pop(cmd.agent, None)
-    actor.session = attrs.evolve(actor.session, agent_model_overrides=overrides)
-    await actor.persist()
+    await actor.update(None, agent_model_overrides=overrides)
 
 
 # --- embedders ---------------------------------------------------------------------------

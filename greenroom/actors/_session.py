@@ -193,6 +193,20 @@ class SessionActor:
             except GreenroomError:
                 log.exception("persisting session %s failed", self.id)
 
+    async def update(self, write: Callable[[], Awaitable[None]] | None, **fields: Any) -> None:
+        """Set ``fields`` on the live session, then await ``write`` (None: write the session's
+        metadata). If the store refuses it, the fields this call set are put back (those a
+        child task changed meanwhile stay), so the live session never holds what the store
+        refused; the error goes to the caller and the actor keeps serving."""
+        before = {name: getattr(self.session, name) for name in fields}
+        self.session = attrs.evolve(self.session, **fields)
+        try:
+            await (self.persist() if write is None else write())
+        except GreenroomError:
+            kept = {n: v for n, v in before.items() if getattr(self.session, n) == fields[n]}
+            self.session = attrs.evolve(self.session, **kept)
+            raise
+
     async def append_message(self, message: Message) -> Message:
         if self.deleted:
             raise SessionNotFound(self.id)

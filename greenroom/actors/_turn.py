@@ -131,5 +131,11 @@ async def generate_title(
     entry = actor.set_title_now(title)
     if entry is not None:
         turn.offer(entry)
-    with contextlib.suppress(SessionNotFound):  # deleted meanwhile: nothing to keep
+    try:
         await actor.store.update_title(actor.id, title)
+    except SessionNotFound:  # deleted meanwhile: nothing to keep
+        pass
+    except GreenroomError as exc:  # e.g. an unstorable title: the session lives on without it
+        log.warning("storing the title of session %s failed: %s", actor.id, exc.message)
+        if actor.session.title == title:
+            actor.session = attrs.evolve(actor.session, title="")

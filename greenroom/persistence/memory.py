@@ -21,11 +21,29 @@ from greenroom.domain import (
     SessionSummary,
     SubSession,
     Summary,
+    check_value,
+    to_json,
     visible_messages,
 )
-from greenroom.errors import InvalidRequest, MessageNotFound, SessionNotFound, StoreError
+from greenroom.errors import (
+    InvalidRequest,
+    MessageNotFound,
+    SessionNotFound,
+    StoreError,
+    UnstorableValue,
+)
 
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
+
+
+def _storable(*values: object) -> None:
+    """Refuse what SQLite could not encode (lone surrogates, integers beyond 64 bits), so both
+    stores fail the same writes and nothing unservable is kept."""
+    for value in values:
+        try:
+            check_value(to_json(value))
+        except InvalidRequest as exc:
+            raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
 class MemoryStore:
@@ -63,6 +81,7 @@ class MemoryStore:
         if not session.id:
             raise InvalidRequest("session id is empty", path="$.id")
         self._get_closed_check()
+        _storable(session)
         # Check every id (sub-sessions too) before storing anything: all or nothing.
         seen: set[str] = set()
         for session_id in _session_ids(session):
@@ -113,6 +132,7 @@ class MemoryStore:
 
     async def update_session(self, session: Session) -> None:
         self._get_closed_check()
+        _storable(attrs.evolve(session, items=()))
         current = self._sessions.get(session.id)
         if current is None:
             await self.add_session(attrs.evolve(session, items=()))
@@ -137,12 +157,14 @@ class MemoryStore:
 
     async def add_message(self, session_id: str, message: Message) -> int:
         self._get(session_id)
+        _storable(message)
         message_id = next(self._ids)
         self._append(session_id, attrs.evolve(message, id=message_id))
         return message_id
 
     async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
         session = self._get(session_id)
+        _storable(message, message_id)
         for index, item in enumerate(session.items):
             if isinstance(item, Message) and item.id == message_id:
                 items = list(session.items)
@@ -152,9 +174,11 @@ class MemoryStore:
         raise MessageNotFound(f"message {message_id} not found in session {session_id}")
 
     async def add_error(self, session_id: str, error: ErrorItem) -> None:
+        _storable(error)
         self._append(session_id, error)
 
     async def add_summary(self, session_id: str, summary: Summary) -> None:
+        _storable(summary)
         self._append(session_id, summary)
 
     async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
@@ -164,6 +188,7 @@ class MemoryStore:
         self._append(parent_id, SubSession(stored))
 
     async def _evolve(self, session_id: str, **changes: object) -> None:
+        _storable(*changes.values())
         self._sessions[session_id] = attrs.evolve(self._get(session_id), **changes)  # type: ignore[arg-type]
 
     async def update_title(self, session_id: str, title: str) -> None:

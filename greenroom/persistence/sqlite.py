@@ -40,6 +40,7 @@ from greenroom.errors import (
     MessageNotFound,
     SessionNotFound,
     StoreError,
+    UnstorableValue,
 )
 
 from . import _rows, _sqlite_sql as sql
@@ -216,7 +217,7 @@ class SqliteStore:
         except sqlite3.Error as exc:
             return conn, outcome.Error(StoreError(f"reading {self.path} failed: {exc}"))
         except Exception as exc:
-            return conn, outcome.Error(exc)
+            return conn, outcome.Error(_translate(self.path, exc))
 
     def _start(self) -> None:
         self._thread.start()
@@ -351,6 +352,10 @@ class SqliteStore:
 def _translate(path: Path, exc: Exception) -> Exception:
     if isinstance(exc, GreenroomError):
         return exc
+    if isinstance(exc, UnicodeEncodeError):  # a lone surrogate: SQLite text is UTF-8
+        return UnstorableValue(f"a text value cannot be stored in {path}: {exc.reason}")
+    if isinstance(exc, OverflowError):  # SQLite integers are 64-bit
+        return UnstorableValue(f"an integer is too large to be stored in {path}")
     if isinstance(exc, sqlite3.IntegrityError):
         return StoreError(f"constraint failed in {path}: {exc}")
     if isinstance(exc, sqlite3.Error):
