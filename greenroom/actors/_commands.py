@@ -73,9 +73,13 @@ class RunStream:
         self,
         receive: trio.MemoryReceiveChannel[LogEntry],
         on_close: Callable[[], None] | None = None,
+        terminal: Callable[[], LogEntry | None] | None = None,
     ) -> None:
         self._receive = receive
         self._on_close = on_close
+        # Read once the channel has ended: an entry that closes the stream (session_exited
+        # after a delete), delivered after everything the turn sent.
+        self._terminal = terminal
 
     def __aiter__(self) -> RunStream:
         return self
@@ -84,7 +88,16 @@ class RunStream:
         try:
             return await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise StopAsyncIteration from None
+            entry = self._take_terminal()
+            if entry is None:
+                raise StopAsyncIteration from None
+            return entry
+
+    def _take_terminal(self) -> LogEntry | None:
+        if self._terminal is None:
+            return None
+        entry, self._terminal = self._terminal(), None
+        return entry
 
     def ready(self, limit: int) -> list[LogEntry]:
         """Up to ``limit`` entries that are already waiting (never blocks)."""
@@ -92,7 +105,12 @@ class RunStream:
         while len(entries) < limit:
             try:
                 entries.append(self._receive.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            except trio.WouldBlock:
+                break
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                entry = self._take_terminal()
+                if entry is not None:
+                    entries.append(entry)
                 break
         return entries
 

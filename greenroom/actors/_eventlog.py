@@ -138,15 +138,18 @@ class EventLog:
                 self._subscribers.discard(subscriber)
         return entry
 
-    def close(self, reason: str = "session ended") -> None:
-        """Append the sequenced terminal ``session_exited`` and end every subscription."""
+    def close(self, reason: str = "session ended") -> LogEntry | None:
+        """Append the sequenced terminal ``session_exited`` and end every subscription.
+
+        Returns that terminal entry (None if the log was closed already)."""
         if self.closed:
-            return
-        self.append(SessionExited(reason))
+            return None
+        entry = self.append(SessionExited(reason))
         self.closed = True
         for subscriber in list(self._subscribers):
             subscriber._send.close()
         self._subscribers.clear()
+        return entry
 
     def end_subscribers(self) -> None:
         """End every subscription without ``session_exited`` (they may resume later)."""

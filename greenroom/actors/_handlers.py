@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from greenroom.agents import Runtime, supports_recall
-from greenroom.domain import ChatMessage, Message, Permissions, utcnow
+from greenroom.domain import ChatMessage, Message, Permissions, SessionExited, utcnow
 from greenroom.errors import (
     InvalidMessageId,
     InvalidRequest,
@@ -22,6 +22,7 @@ from greenroom.errors import (
 )
 
 from . import _commands as c
+from ._eventlog import LogEntry
 from ._switch import apply_agent_switch_commands
 from ._turn import Turn, generate_title, run_turn
 
@@ -184,7 +185,7 @@ async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
     actor.nursery.start_soon(run_turn, actor, turn, runtime, "" if needs_title else title)
     if needs_title and actor.title_generator is not None:
         _start_title(actor, texts, turn)
-    return c.RunStream(receive, turn.consumer_left)
+    return c.RunStream(receive, turn.consumer_left, lambda: turn.terminal)
 
 
 def _start_title(actor: SessionActor, texts: list[str], turn: Turn) -> None:
@@ -431,7 +432,9 @@ async def _register_injector(actor: SessionActor, cmd: c.RegisterInjector) -> No
 @handles(c.Delete)
 async def _delete(actor: SessionActor, _: c.Delete) -> None:
     actor.deleted = True  # from here on the actor writes nothing: no resurrection
-    actor.registry.drop_log(actor.id)  # tombstone: no sink or source can bring a log back
+    exited = actor.registry.drop_log(actor.id)  # tombstone: no sink or source brings a log back
+    if actor.turn is not None:  # its run stream ends with session_exited too, after the rest
+        actor.turn.terminal = exited or LogEntry.of(0, SessionExited("session ended"))
     if actor.runtime is not None:
         if actor.attached_done is not None:
             actor.attached_done.set()  # the embedder's stream is its own: it ends it

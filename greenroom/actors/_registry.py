@@ -312,14 +312,16 @@ class Registry:
 
         return sink
 
-    def drop_log(self, session_id: str) -> None:
-        """Tombstone ``session_id`` for good and end its log with ``session_exited``."""
+    def drop_log(self, session_id: str) -> LogEntry | None:
+        """Tombstone ``session_id`` for good and end its log with ``session_exited``; returns
+        that terminal entry (None when the session had no log)."""
         self._tombstones.add(session_id)
         slot = self._logs.pop(session_id, None)
-        if slot is not None:
-            if slot.pump is not None:
-                slot.pump.cancel(reason="session deleted")
-            slot.log.close()
+        if slot is None:
+            return None
+        if slot.pump is not None:
+            slot.pump.cancel(reason="session deleted")
+        return slot.log.close()
 
     def log_pinned(self, session_id: str) -> bool:
         slot = self._logs.get(session_id)

@@ -43,6 +43,7 @@ class Turn:
     send: trio.MemorySendChannel[LogEntry] | None
     on_disconnect: DisconnectPolicy = "cancel"
     stream_open: bool = True
+    terminal: LogEntry | None = None  # the run stream's last entry once the turn ended (delete)
 
     def consumer_left(self) -> None:
         """The client stopped reading: cancel the turn unless it should outlive its stream."""

@@ -587,7 +587,7 @@ async def test_delete_cancels_running_turn_without_resaving_session(
         await registry.delete(session_id)
         await registry.wait_stopped(session_id)
         assert runtime.streams == 0  # cancelled: it was never released
-        assert await drain(stream) == []
+        assert [e.event for e in await drain(stream)] == [SessionExited("session ended")]
         await trio.testing.wait_all_tasks_blocked()
     with pytest.raises(SessionNotFound):
         await store.get_session(session_id)
@@ -611,7 +611,7 @@ async def test_wait_stopped_waits_for_a_slow_cancelled_turn(
         assert rt.turn_ended  # stopped means: the cancelled turn has finished
         assert rt.late_write_refused
         assert rt.streams == 0
-        assert await drain(stream) == []
+        assert [e.event for e in await drain(stream)] == [SessionExited("session ended")]
         await trio.testing.wait_all_tasks_blocked()
     with pytest.raises(SessionNotFound):
         await store.get_session(session_id)

@@ -337,7 +337,10 @@ async def test_delete_during_a_run_ends_both_streams(live: Live) -> None:
             r = await client.delete(f"/api/sessions/{sid}?wait=true&timeout=5s")
             assert r.status_code == 200
             assert r.json() == {"message": "session deleted"}
-            assert await read_to_end(run_frames) == []
+            # The run stream ends with the same sequenced session_exited as /events.
+            rest = [(f.id, f.data) for f in await read_to_end(run_frames) if f.data is not None]
+            terminal = {"type": "session_exited", "reason": "session ended"}
+            assert rest == [(len(SCRIPT) + 1, terminal)]
             log = await read_until(sse_frames(events), "session_exited")
             assert log[-1].id == len(SCRIPT) + 1
         assert live.env.runtime.streams == 0
