@@ -54,6 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow browser requests from ORIGIN (repeatable; * for any)",
     )
     serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host name clients use to reach the server, besides its bind address and "
+        "localhost (repeatable; * turns the Host check off)",
+    )
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="close idle connections, and connections that have not sent their request "
+        "headers, after this long (default 5)",
+    )
+    serve.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=128,
+        metavar="N",
+        help="open requests, streams and WebSockets allowed per client address "
+        "(default 128; 0 = no cap)",
+    )
+    serve.add_argument(
         "--session-workingdir-root",
         default=None,
         metavar="DIR",
@@ -86,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth_token=args.auth_token,
         insecure_no_auth=args.insecure_no_auth,
         cors_origins=tuple(args.cors_origin),
+        allowed_hosts=tuple(args.allowed_host),
+        keep_alive_timeout=args.keep_alive_timeout,
+        max_connections_per_client=args.max_connections_per_client,
         working_dir_root=args.session_workingdir_root,
         tune_gc=True,
     )

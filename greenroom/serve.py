@@ -17,6 +17,7 @@ import gc
 import ipaddress
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -41,7 +42,7 @@ from greenroom.errors import (
     GreenroomError,
 )
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
-from greenroom.transport import AppConfig, ShieldedSend, create_app
+from greenroom.transport import AppConfig, ClientLimits, ShieldedSend, create_app
 
 log = logging.getLogger("greenroom")
 
@@ -66,9 +67,29 @@ class ServeConfig:
     auth_token: str = ""
     insecure_no_auth: bool = False
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     working_dir_root: str | None = None
     graceful_timeout: float = 5.0
+    keep_alive_timeout: float = 5.0  # idle connections, and request headers, must not take longer
+    max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
     tune_gc: bool = False  # process-wide GC settings: for the CLI's own process only
+
+
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces: fits every header
+
+
+def check_config(cfg: ServeConfig) -> None:
+    """Refuse options that would start a server no one can use, or one open to anyone."""
+    if cfg.auth_token and not _TOKEN_CHARS.fullmatch(cfg.auth_token):
+        raise ConfigError(
+            "--auth-token (or GREENROOM_AUTH_TOKEN) must be printable ASCII without spaces; "
+            "a blank or whitespace token could never be sent back"
+        )
+    if cfg.keep_alive_timeout <= 0:
+        raise ConfigError("--keep-alive-timeout must be a positive number of seconds")
+    if cfg.max_connections_per_client < 0:
+        raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
+    check_exposure(cfg)
 
 
 def check_exposure(cfg: ServeConfig) -> None:
@@ -144,7 +165,9 @@ def hypercorn_config(cfg: ServeConfig) -> Config:
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.websocket_max_message_size = WS_MAX_MESSAGE
-    config.keep_alive_timeout = 75
+    # Also the time a new connection has to complete its request headers (hypercorn's idle
+    # timer runs until a request starts): slow-header clients are cut off after it.
+    config.keep_alive_timeout = cfg.keep_alive_timeout
     config.h11_max_incomplete_size = 64 * 1024
     return config
 
@@ -162,7 +185,7 @@ async def serve(
     cfg: ServeConfig, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve until SIGINT/SIGTERM (or cancellation); reports the bound URL once listening."""
-    check_exposure(cfg)
+    check_config(cfg)
     sources = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
     async with (
         open_store(cfg.db) as store,
@@ -171,6 +194,8 @@ async def serve(
         app_config = AppConfig(
             auth_token=cfg.auth_token,
             cors_origins=cfg.cors_origins,
+            bind_host=cfg.host,
+            allowed_hosts=cfg.allowed_hosts,
             working_dir_root=cfg.working_dir_root,
         )
         app = create_app(registry, SourcesCatalog(sources), app_config)
@@ -190,7 +215,7 @@ async def serve(
 
             async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
                 await hypercorn.trio.serve(
-                    ShieldedSend(app),
+                    ClientLimits(ShieldedSend(app), cfg.max_connections_per_client),
                     hypercorn_config(cfg),
                     shutdown_trigger=stop.wait,
                     task_status=task_status,
@@ -234,4 +259,12 @@ def run(cfg: ServeConfig) -> int:
     return 2 if failed else 0
 
 
-__all__ = ["Registry", "ServeConfig", "check_exposure", "default_db_path", "run", "serve"]
+__all__ = [
+    "Registry",
+    "ServeConfig",
+    "check_config",
+    "check_exposure",
+    "default_db_path",
+    "run",
+    "serve",
+]

@@ -5,6 +5,7 @@ from ._app import (
     check_bearer as check_bearer,
     create_app as create_app,
 )
+from ._connections import ClientLimits as ClientLimits
 from ._ops import (
     OPERATIONS as OPERATIONS,
     AgentCatalog as AgentCatalog,

@@ -5,9 +5,9 @@ in-memory store and a fake AgentCatalog. Tests change the pieces by parametrizin
 ``runtime_class`` and ``runtime_options`` (its keyword arguments), ``app_config`` or
 ``registry_config``.
 
-``live``: that app served by hypercorn on 127.0.0.1:0 inside the test, wrapped in ShieldedSend
-and configured like ``greenroom serve`` (socket options included). Live-server tests run on the
-real clock.
+``live``: that app served by hypercorn on 127.0.0.1:0 inside the test, wrapped in ClientLimits
+and ShieldedSend and configured like ``greenroom serve`` (socket options included). Live-server
+tests run on the real clock.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import trio
 from greenroom.actors import RegistryConfig, open_registry
 from greenroom.persistence import MemoryStore, open_memory_store
 from greenroom.serve import ServeConfig, hypercorn_config
-from greenroom.transport import AppConfig, ShieldedSend, create_app
+from greenroom.transport import AppConfig, ClientLimits, ShieldedSend, create_app
 from tests.fakes import FakeFactory, FakeRuntime
 from tests.transport.support import AGENT, Env, FakeCatalog, Live
 
@@ -74,19 +74,27 @@ async def env(
 
 @pytest.fixture
 def keep_alive_timeout() -> float | None:
-    return None  # greenroom serve's own (75 s)
+    return None  # greenroom serve's own
 
 
 @pytest.fixture
-async def live(env: Env, keep_alive_timeout: float | None) -> AsyncIterator[Live]:
+def max_connections_per_client() -> int:
+    return ServeConfig().max_connections_per_client
+
+
+@pytest.fixture
+async def live(
+    env: Env, keep_alive_timeout: float | None, max_connections_per_client: int
+) -> AsyncIterator[Live]:
     config = hypercorn_config(ServeConfig(host="127.0.0.1", port=0, graceful_timeout=1.0))
     if keep_alive_timeout is not None:
         config.keep_alive_timeout = keep_alive_timeout
+    app = ClientLimits(ShieldedSend(env.app), max_connections_per_client)
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(
             lambda task_status: hypercorn.trio.serve(
-                ShieldedSend(env.app), config, shutdown_trigger=stop.wait, task_status=task_status
+                app, config, shutdown_trigger=stop.wait, task_status=task_status
             )
         )
         yield Live(binds[0], env)
