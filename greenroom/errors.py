@@ -38,6 +38,7 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── ModelTimeout                 502 model_timeout
     │   └── ModelStreamMalformed         502 malformed_stream
     ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
+    ├── WaitTimedOut                     503 wait_timed_out      (?timeout= / ?wait= ran out)
     ├── ShuttingDown                     503 shutting_down
     └── StoreError                       500 store_error
         └── DatabaseError                500 database_error      (opening a database failed)
@@ -94,6 +95,7 @@ __all__ = [
     "Unauthorized",
     "UnstorableValue",
     "UnsupportedMediaType",
+    "WaitTimedOut",
 ]
 
 
@@ -308,6 +310,14 @@ class SessionGone(GreenroomError):
     status = 503
     code = "session_gone"
     default_message = "session actor stopped before answering; retry"
+
+
+class WaitTimedOut(GreenroomError):
+    """What a request asked to wait for did not happen within its ``timeout`` / ``wait``."""
+
+    status = 503
+    code = "wait_timed_out"
+    default_message = "timed out waiting"
 
 
 class ShuttingDown(GreenroomError):

@@ -64,9 +64,16 @@ __all__ = [
 
 
 def _type_name(value: object) -> str:
-    return {dict: "object", list: "array", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
+    """The JSON name of a decoded value's type, as clients know them."""
+    return {
+        dict: "object",
+        list: "array",
+        type(None): "null",
+        str: "string",
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+    }.get(type(value), type(value).__name__)
 
 
 def _strict_str(value: object, _: type) -> str:
@@ -76,6 +83,10 @@ def _strict_str(value: object, _: type) -> str:
 
 
 def _strict_int(value: object, _: type) -> int:
+    # JSON has one number type: 3.0 is the integer 3 (as JSON Schema's "integer" says); 3.5
+    # and "3" are not integers.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if not INT64_MIN <= value <= INT64_MAX:
             raise ValueError("integer out of range (must fit 64 bits)")

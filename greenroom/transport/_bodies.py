@@ -5,7 +5,7 @@ The same classes serve REST bodies and WebSocket frames (whose fields sit at the
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import attrs
 
@@ -104,8 +104,17 @@ class QueueBody:
 
 @attrs.frozen
 class ForkBody:
+    """One of the two names is required (a null counts as absent)."""
+
     message_index: Count | None = None
     user_message_index: Count | None = None  # docker-agent's name for the same field
+
+    json_schema_extra: ClassVar[dict[str, Any]] = {
+        "anyOf": [
+            {"required": [name], "properties": {name: {"type": "integer"}}}
+            for name in ("message_index", "user_message_index")
+        ]
+    }
 
 
 @attrs.frozen

@@ -31,7 +31,7 @@ from greenroom.errors import (
     GreenroomError,
     InvalidRequest,
     SessionNotRunning,
-    ShuttingDown,
+    WaitTimedOut,
 )
 
 from . import _bodies as b
@@ -99,7 +99,7 @@ async def api_ready(ctx: Context, req: Request) -> Reply:
     with trio.move_on_after(timeout):
         await ctx.registry.ready.wait()
         return Reply({"status": "ready"})
-    raise ShuttingDown("no sessions registered within timeout")
+    raise WaitTimedOut("no sessions registered within timeout")
 
 
 async def list_agents(ctx: Context, req: Request) -> Reply:
@@ -166,7 +166,7 @@ async def session_status(ctx: Context, req: Request) -> Reply:
                 except SessionNotRunning:
                     await trio.sleep(0.02)
         if status is None:
-            raise ShuttingDown("session not attached within wait")
+            raise WaitTimedOut("session not attached within wait")
     return Reply(to_json(status))
 
 

@@ -13,17 +13,39 @@ from ._params import Param, path_param
 from ._schema import JSON, SchemaBuilder
 
 _ERROR_TEXT = {
-    400: "Invalid request (the body names the field path)",
+    400: "Invalid request: the body names the field path (`$.messages[0].role`, `query.since`)",
     401: "Missing or wrong bearer token",
+    403: "Cross-site request: the Origin is neither this server nor a --cors-origin",
     404: "Unknown session, message, agent or route",
-    405: "Method not allowed",
-    409: "Session busy, or not running",
+    405: "Method not allowed (the Allow header lists the allowed ones)",
+    409: "Session busy, or not running, or nothing pending to answer",
     413: "Request body larger than 1 MiB",
+    415: "Request body is not declared as JSON (Content-Type: application/json)",
+    421: "The Host header names a host this server does not answer to (--allowed-host)",
     422: "Model switching not supported by this runtime",
-    429: "Queue full; retry after Retry-After seconds",
+    429: "Queue full, or too many open requests from this client address; retry after "
+    "Retry-After seconds",
+    500: "Internal or store error",
     502: "Agent source or model unavailable",
-    503: "Not ready / timed out waiting",
+    503: "Not ready, shutting down, timed out waiting, or the session's actor stopped mid-call",
 }
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def statuses(op: Operation) -> set[int]:
+    """Every status ``op`` can answer besides its success (the edge's included)."""
+    out = set(op.errors) | {405, 429}  # wrong method; too many open requests per client
+    if not op.public:
+        out |= {401, 421, 500}  # token; Host check; a store or internal failure
+    if op.method in UNSAFE:
+        out.add(403)  # Origin check
+    if op.body is not None:
+        out |= {400, 413, 415}
+    if op.params or op.query or op.header_params:
+        out.add(400)
+    if "session_id" in op.params:
+        out |= {404, 503}  # unknown session; its actor stopped mid-call
+    return out
 
 
 def _error_schema() -> JSON:
@@ -88,19 +110,15 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
     ]
     parameters += [_param(p, "query") for p in op.query]
     parameters += [_param(p, "header") for p in op.header_params]
-    statuses = set(op.errors) | {405}
-    if not op.public:
-        statuses.add(401)
-    if op.body is not None:
-        statuses |= {400, 413}
     responses: JSON = {str(op.success): _success(op, builder)}
-    for status in sorted(statuses):
+    for status in sorted(statuses(op)):
         responses[str(status)] = {
             "description": _ERROR_TEXT.get(status, "Error"),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
-    if 429 in statuses:
-        responses["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    responses["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    if op.name in LINKS:
+        responses[str(op.success)]["links"] = LINKS[op.name]
     out: JSON = {
         "operationId": op.name,
         "summary": op.summary,
@@ -116,6 +134,34 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
             "content": {"application/json": {"schema": builder.of(op.body)}},
         }
     return out
+
+
+def _session_link(operation_id: str, **extra: str) -> JSON:
+    return {
+        "operationId": operation_id,
+        "parameters": {"session_id": "$response.body#/id", **extra},
+    }
+
+
+# OpenAPI links: what a client can do with a created session (and what stateful fuzzing follows).
+_ON_SESSION = {
+    name: _session_link(name)
+    for name in (
+        "get",
+        "snapshot",
+        "delete",
+        "add_message",
+        "set_title",
+        "set_tokens",
+        "set_starred",
+        "set_permissions",
+        "set_safety_policy",
+        "fork",
+        "run",
+        "recovery",
+    )
+}
+LINKS: dict[str, JSON] = {"create": _ON_SESSION, "fork": _ON_SESSION}
 
 
 def _param(param: Param, where: str) -> JSON:
@@ -158,7 +204,13 @@ def build_openapi(*, secured: bool = True) -> dict[str, Any]:
         "paths": paths,
         "components": {"schemas": builder.components},
     }
+    document["components"]["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "greenroom serve --auth-token (WebSocket: subprotocol bearer.<token>)",
+        }
+    }
     if secured:
-        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         document["security"] = [{"bearer": []}]
     return document

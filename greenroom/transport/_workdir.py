@@ -20,6 +20,19 @@ def validate_working_dir(value: str, root: str | None) -> str:
         raise InvalidWorkingDir(
             f"invalid working directory {value!r}: '..' is not allowed", path="$.working_dir"
         )
+    if "\x00" in text:
+        raise InvalidWorkingDir(
+            f"invalid working directory {value!r}: NUL character", path="$.working_dir"
+        )
+    try:
+        return _checked(value, text, root)
+    except OSError as exc:  # a name too long, a component that is a file, no permission, ...
+        raise InvalidWorkingDir(
+            f"invalid working directory {value!r}: {exc.strerror or exc}", path="$.working_dir"
+        ) from None
+
+
+def _checked(value: str, text: str, root: str | None) -> str:
     path = Path(os.path.abspath(text))
     if root is not None:
         if not root.strip():

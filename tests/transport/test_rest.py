@@ -715,7 +715,7 @@ async def test_status_wait_times_out_with_503(
     sid = await env.new_session()
     r = await client.get(f"/api/sessions/{sid}/status", query_string={"wait": "2s"})
     assert r.status_code == 503
-    assert_error(await body_of(r), "shutting_down")
+    assert_error(await body_of(r), "wait_timed_out")
 
 
 async def test_status_wait_sees_a_runtime_attach(
