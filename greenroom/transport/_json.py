@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from greenroom.domain import check_text, check_value, parse
+from greenroom.domain import INT64_MAX, INT64_MIN, check_text, check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
 
 from ._params import path_param
@@ -59,7 +59,7 @@ def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
         raise InvalidRequest(f"request body is not valid UTF-8 (byte {exc.start})") from None
     _check_depth(text)
     try:
-        value = json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise InvalidRequest(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -68,6 +68,14 @@ def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
         raise InvalidRequest(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     check_value(value)  # storable: no lone surrogates, 64-bit integers, finite numbers
     return value
+
+
+def _parse_int(literal: str) -> int | float:
+    # An integer literal beyond 64 bits is read as the double it denotes (as JavaScript and
+    # most JSON readers do): free-form values keep it, and an integer field refuses it by its
+    # range, naming the field.
+    value = int(literal)
+    return value if INT64_MIN <= value <= INT64_MAX else float(value)
 
 
 def _no_constant(name: str) -> Any:

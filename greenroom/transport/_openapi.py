@@ -29,6 +29,7 @@ _ERROR_TEXT = {
     502: "Agent source or model unavailable",
     503: "Not ready, shutting down, timed out waiting, or the session's actor stopped mid-call",
 }
+_ALSO_TEXT = {202: "Accepted: done, but what it waits for is still in progress"}
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -111,6 +112,11 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
     parameters += [_param(p, "query") for p in op.query]
     parameters += [_param(p, "header") for p in op.header_params]
     responses: JSON = {str(op.success): _success(op, builder)}
+    for status in op.also:
+        responses[str(status)] = {
+            "description": _ALSO_TEXT[status],
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
     for status in sorted(statuses(op)):
         responses[str(status)] = {
             "description": _ERROR_TEXT.get(status, "Error"),

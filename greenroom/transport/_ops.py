@@ -68,6 +68,7 @@ class Operation:
     body: type[Any] | None = None
     body_required: bool = True
     success: int = 200
+    also: tuple[int, ...] = ()  # other success statuses (delete: 202 while still stopping)
     errors: tuple[int, ...] = ()
     overrides: Mapping[type[GreenroomError], tuple[int, str | None]] = attrs.field(factory=dict)
     query: tuple[q.Param, ...] = ()
@@ -185,6 +186,7 @@ OPERATIONS: tuple[Operation, ...] = (
         delete_session,
         "Delete a session",
         query=(q.WAIT_FLAG, q.TIMEOUT),
+        also=(202,),
         errors=(400, 404),
     ),
     Operation(
