@@ -227,23 +227,21 @@ class Filesystem:
         for dirpath, dirnames, filenames in os.walk(root):
             here = Path(dirpath)
             dirnames[:] = sorted(
-                d for d in dirnames if self._keep(here / d, root, excludes, directory=True)
+                d for d in dirnames if self._keep(here / d, root, excludes)
             )
             for name in sorted(filenames):
                 path = here / name
-                if self._keep(path, root, excludes, directory=False):
+                if self._keep(path, root, excludes):
                     found.append(path)
         return found
 
-    def _keep(self, path: Path, root: Path, excludes: list[str], *, directory: bool) -> bool:
+    def _keep(self, path: Path, root: Path, excludes: list[str]) -> bool:
         if self.vcs.ignored(path) or self.paths.denied(path):
             return False
-        if (
-            directory
-            and self.paths.confined
-            and not any(_inside(Path(os.path.realpath(path)), r) for r in self.paths.roots)
-        ):
-            return False  # a symlinked directory leading out of the allowed roots
+        if path.is_symlink() and self.paths.confined:
+            real = Path(os.path.realpath(path))
+            if not any(_inside(real, r) for r in self.paths.roots):
+                return False  # a symlink leading out of the allowed roots
         relative = path.relative_to(root).as_posix()
         return not any(_excluded(relative, pattern) for pattern in excludes)
 

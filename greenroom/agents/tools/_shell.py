@@ -126,7 +126,7 @@ class Shell:
         self.shell = ctx.env.get("SHELL") or "/bin/sh"
         self.jobs: dict[str, Job] = {}
         self._counter = itertools.count(1)
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._dir: Path | None = None
 
     async def run(self, args: Mapping[str, Any]) -> ToolResult:
         cmd = str(args.get("cmd", ""))
@@ -160,8 +160,8 @@ class Shell:
         given_cwd = str(args.get("cwd") or "")
         job_id = f"job_{int(time.time())}_{next(self._counter)}"
         if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="greenroom-jobs-")
-        out_path = Path(self._dir.name) / f"{job_id}.out"
+            self._dir = Path(tempfile.mkdtemp(prefix="greenroom-jobs-"))
+        out_path = self._dir / f"{job_id}.out"
         try:
             with out_path.open("wb") as out:
                 proc = await spawn(
@@ -233,7 +233,7 @@ class Shell:
                 job.stopped = True
                 kill_group(job.process)
         if self._dir is not None:
-            shutil.rmtree(self._dir.name, ignore_errors=True)
+            shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
 
