@@ -168,8 +168,12 @@ class TitleGenerator(Protocol):
 
 @attrs.frozen
 class BuiltRuntime:
+    """A runtime and its title generator; ``safety_default`` is the agent file's default
+    safety policy (given to a fresh session that has none)."""
+
     runtime: Runtime
     title_generator: TitleGenerator | None = None
+    safety_default: str = ""
 
 
 class RuntimeFactory(Protocol):

@@ -152,7 +152,7 @@ async def test_background_job_lifecycle(tmp_path: Path) -> None:
 
     async def ready() -> bool:
         view = await run(tools, "view_background_job", job_id=job_id)
-        return view.output.endswith("--- Output ---\nready\n")
+        return bool(view.output.endswith("--- Output ---\nready\n"))
 
     await poll(ready)
     view = (await run(tools, "view_background_job", job_id=job_id)).output

@@ -226,9 +226,7 @@ class Filesystem:
         found: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(root):
             here = Path(dirpath)
-            dirnames[:] = sorted(
-                d for d in dirnames if self._keep(here / d, root, excludes)
-            )
+            dirnames[:] = sorted(d for d in dirnames if self._keep(here / d, root, excludes))
             for name in sorted(filenames):
                 path = here / name
                 if self._keep(path, root, excludes):
