@@ -212,6 +212,18 @@ class LocalRuntime:
             )
             await io.emit(Warning(message=text, agent_name=agent.name))
 
+    async def _start_toolsets(self, io: TurnIO) -> None:
+        """Start toolsets that list their tools with I/O (retried until they start)."""
+        agent = self._agent
+        failed = await self._tools_of(agent).start()
+        if failed:
+            lines = "\n".join(f"- {d}" for d in failed)
+            text = (
+                f"Some toolsets failed to initialize for agent '{agent.name}'."
+                f"\n\nDetails:\n\n{lines}"
+            )
+            await io.emit(Warning(message=text, agent_name=agent.name))
+
     async def _run_turn(self, io: TurnIO, turn: _Turn) -> None:
         """Model calls and tool calls until the model stops or the iteration limit is hit."""
         limit = io.session.max_iterations or self._agent.max_iterations
@@ -222,6 +234,7 @@ class LocalRuntime:
                 await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
                 return
             iterations += 1
+            await self._start_toolsets(io)
             response = await self._call_model(io, turn)
             if response.tool_calls:
                 await self._run_tools(io, turn, response.tool_calls)

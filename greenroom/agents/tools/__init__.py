@@ -1,6 +1,18 @@
 """Built-in toolsets: one module per toolset type, all registered in ``TOOLSET_BUILDERS``."""
 
-from . import _filesystem, _shell, _think  # noqa: F401  (each registers its builder)
+from . import (  # noqa: F401  (each registers its builder)
+    _api,
+    _fetch,
+    _filesystem,
+    _memory,
+    _model_picker,
+    _openapi,
+    _script,
+    _shell,
+    _think,
+    _todo,
+    _user_prompt,
+)
 from ._base import (
     OUTPUT_LIMIT as OUTPUT_LIMIT,
     FunctionTool as FunctionTool,

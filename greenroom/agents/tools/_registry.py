@@ -10,7 +10,7 @@ options raises :class:`ToolsetError`; the toolset is dropped with the upstream w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -34,6 +34,9 @@ class Toolset:
     tools: list[Tool]
     instructions: str = ""
     close: Callable[[], None] | None = None  # synchronous: called when the runtime closes
+    start: Callable[[], Awaitable[Toolset]] | None = None
+    """For toolsets that need I/O to list their tools: run before the next model call (and
+    retried before the following one if it fails); its result's tools are added then."""
 
 
 ToolsetBuilder = Callable[[ToolsetConfig, ToolContext], Toolset]
@@ -65,6 +68,9 @@ class AgentTools:
     instructions: list[str] = attrs.field(factory=list)
     deferred: dict[str, Tool] = attrs.field(factory=dict)
     closers: list[Callable[[], None]] = attrs.field(factory=list)
+    starters: list[tuple[ToolsetConfig, Callable[[], Awaitable[Toolset]]]] = attrs.field(
+        factory=list
+    )
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -76,6 +82,40 @@ class AgentTools:
         if tool is not None:
             self.tools.setdefault(name, tool)
         return tool
+
+    def add(self, toolset: ToolsetConfig, built: Toolset) -> None:
+        """Offer (or defer) the tools of ``built``, applying the generic toolset keys."""
+        if built.close is not None:
+            self.closers.append(built.close)
+        if built.start is not None:
+            self.starters.append((toolset, built.start))
+        keep = _listed(toolset.options, "tools")
+        text = _instructions(toolset.options, built.instructions)
+        if text:
+            self.instructions.append(text)
+        defer = toolset.options.get("defer")
+        for tool in built.tools:
+            name = tool.spec.name
+            if keep is not None and name not in keep:
+                continue
+            if defer is True or (isinstance(defer, list | tuple) and name in defer):
+                self.deferred.setdefault(name, tool)
+            elif name not in self.tools:
+                self.tools[name] = tool
+
+    async def start(self) -> list[str]:
+        """Start the toolsets that wait for it; returns warnings for those that failed."""
+        warnings: list[str] = []
+        pending, self.starters = self.starters, []
+        for toolset, start in pending:
+            try:
+                built = await start()
+            except ToolsetError as exc:
+                warnings.append(f"{toolset.type} start failed: {exc}")
+                self.starters.append((toolset, start))  # retried before the next model call
+                continue
+            self.add(toolset, built)
+        return warnings
 
     def close(self) -> None:
         closers, self.closers = self.closers, []
@@ -121,22 +161,9 @@ def build_tools(
         except ToolsetError as exc:
             out.warnings.append(f"toolset {toolset.type} failed: {exc}")
             continue
-        if built.close is not None:
-            out.closers.append(built.close)
-        keep = _listed(toolset.options, "tools")
-        tools = [t for t in built.tools if keep is None or t.spec.name in keep]
-        text = _instructions(toolset.options, built.instructions)
-        if text:
-            out.instructions.append(text)
+        out.add(toolset, built)
         defer = toolset.options.get("defer")
-        for tool in tools:
-            name = tool.spec.name
-            deferred = defer is True or (isinstance(defer, list | tuple) and name in defer)
-            if deferred:
-                wants_deferred = True
-                out.deferred.setdefault(name, tool)
-            elif name not in out.tools:
-                out.tools[name] = tool
+        wants_deferred = wants_deferred or bool(defer)
     if wants_deferred:
         for tool in deferred_tools(out):
             out.tools.setdefault(tool.spec.name, tool)
