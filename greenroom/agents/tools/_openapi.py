@@ -147,15 +147,16 @@ def _operation_tool(
         if param.get("required"):
             required.append(param["name"])
     body = resolve(doc, op.get("requestBody") or {})
-    body_schema = (
+    body_schema: Any = (
         (body.get("content", {}).get("application/json", {}) or {}).get("schema", {})
         if isinstance(body, dict)
         else {}
     )
-    body_props: Mapping[str, Any] = body_schema.get("properties") or {}
+    body_props: Any = body_schema.get("properties") or {}
     for key, prop in body_props.items():
-        item: Mapping[str, Any] = prop if isinstance(prop, Mapping) else {}
-        properties[f"body_{key}"] = item if item.get("type") else {**item, "type": "object"}
+        item: dict[str, Any] = {"type": "object"}
+        item.update(prop or {})
+        properties[f"body_{key}"] = item
     required += [f"body_{key}" for key in body_schema.get("required") or ()]
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
