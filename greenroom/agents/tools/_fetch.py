@@ -66,7 +66,8 @@ def convert(body: bytes, content_type: str, fmt: str) -> str:
         soup = BeautifulSoup(text, "html.parser")
         for tag in soup(["script", "style"]):
             tag.decompose()
-        return "\n".join(line.strip() for line in soup.get_text().splitlines() if line.strip())
+        text = soup.get_text(separator="\n")
+        return "\n".join(line.strip() for line in text.splitlines() if line.strip())
     return text
 
 
