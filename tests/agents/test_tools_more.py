@@ -168,7 +168,7 @@ async def test_fetch_formats_robots_and_schemes(tmp_path: Path) -> None:
 
 async def test_api_and_openapi_tools(tmp_path: Path) -> None:
     seen: list[str] = []
-    spec = {
+    spec: dict[str, Any] = {
         "openapi": "3.0.0",
         "info": {"title": "Pets"},
         "paths": {
