@@ -80,6 +80,13 @@ INTERRUPTED_NOTE = "[response interrupted]"
 INTERRUPTED_TOOL = CANCELLED
 
 
+def _cancelled(exc: BaseException) -> bool:
+    """``exc`` is a cancellation, alone or as a group of them (concurrent tool calls)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
+
+
 @attrs.define
 class _Turn:
     """What is not stored yet: the streamed text of the call in flight, calls without results."""
@@ -161,7 +168,9 @@ class LocalRuntime:
             await io.emit(StreamStarted(session_id=io.session.id, agent_name=self._agent.name))
             reason = await self._run_turns(io, turn)
             await io.emit(self._stopped(io, reason))
-        except trio.Cancelled:
+        except BaseException as exc:
+            if not _cancelled(exc):
+                raise
             with trio.move_on_after(SAVE_BUDGET, shield=True):
                 await self._save_interrupted(io, turn)
             with trio.move_on_after(STOP_EVENT_BUDGET, shield=True):
