@@ -83,6 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="session working directories must lie inside DIR",
     )
+    serve.add_argument(
+        "--auth-label",
+        default="token",
+        help="who answered a tool confirmation, as recorded in the approvals audit when a "
+        "token is required (default: token)",
+    )
+    serve.add_argument(
+        "--data-dir",
+        default="",
+        metavar="DIR",
+        help="where tools keep their data, e.g. memory databases (default: beside --db)",
+    )
+    serve.add_argument(
+        "--confirmation-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="reject a tool call nobody approved within SECONDS (default: wait)",
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
@@ -114,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep_alive_timeout=args.keep_alive_timeout,
         max_connections_per_client=args.max_connections_per_client,
         working_dir_root=args.session_workingdir_root,
+        auth_label=args.auth_label,
+        data_dir=args.data_dir,
+        confirmation_timeout=args.confirmation_timeout,
         tune_gc=True,
     )
     return run(cfg)

@@ -69,6 +69,9 @@ class ServeConfig:
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     working_dir_root: str | None = None
+    auth_label: str = "token"  # recorded as decided_by on tool approvals when auth is on
+    data_dir: str = ""  # "" = beside the database (or $XDG_DATA_HOME/greenroom for :memory:)
+    confirmation_timeout: float | None = None  # seconds before an unanswered tool call is rejected
     graceful_timeout: float = 5.0
     keep_alive_timeout: float = 5.0  # idle connections, and request headers, must not take longer
     max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
@@ -181,6 +184,20 @@ def load_sources(paths: tuple[str, ...]) -> AgentSources:
     return sources
 
 
+def data_dir(cfg: ServeConfig) -> Path:
+    if cfg.data_dir:
+        return Path(cfg.data_dir)
+    if cfg.db == ":memory:":
+        return default_db_path().parent
+    return (Path(cfg.db) if cfg.db else default_db_path()).parent
+
+
+def runtime_factory(cfg: ServeConfig, sources: AgentSources) -> LocalRuntimeFactory:
+    return LocalRuntimeFactory(
+        sources, data_dir=data_dir(cfg), confirmation_timeout=cfg.confirmation_timeout
+    )
+
+
 async def serve(
     cfg: ServeConfig, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
 ) -> None:
@@ -189,10 +206,11 @@ async def serve(
     sources = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
     async with (
         open_store(cfg.db) as store,
-        open_registry(store, LocalRuntimeFactory(sources)) as registry,
+        open_registry(store, runtime_factory(cfg, sources)) as registry,
     ):
         app_config = AppConfig(
             auth_token=cfg.auth_token,
+            auth_label=cfg.auth_label,
             cors_origins=cfg.cors_origins,
             bind_host=cfg.host,
             allowed_hosts=cfg.allowed_hosts,

@@ -335,7 +335,7 @@ async def test_tool_call_turn_streams_the_call_and_its_response(
                 assert tool_call.data["tool_definition"]["name"] == "think"
                 (response,) = of_type(frames, "tool_call_response")
                 assert response.data["tool_call_id"] == "call_1"
-                assert response.data["response"] == "Thought noted."
+                assert response.data["response"] == "Thoughts:\nplan first"
                 assert before(frames, "tool_call", "tool_call_response")
                 assert before(frames, "tool_call_response", "agent_choice")
                 contents = [f.data["content"] for f in of_type(frames, "agent_choice")]
@@ -362,7 +362,7 @@ async def test_tool_call_turn_streams_the_call_and_its_response(
                 sent = fake.requests[1].json["messages"]
                 assert sent[-1]["role"] == "tool"
                 assert sent[-1]["tool_call_id"] == "call_1"
-                assert sent[-1]["content"] == "Thought noted."
+                assert sent[-1]["content"] == "Thoughts:\nplan first"
             nursery.cancel_scope.cancel()
 
 

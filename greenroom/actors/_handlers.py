@@ -112,6 +112,14 @@ async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> 
     runtime = built.runtime
     actor.runtime = runtime
     actor.title_generator = built.title_generator
+    session = actor.session
+    if built.safety_default and not session.safety_policy and not session.items:
+        # The author's default, for a fresh session only (older sessions are never defaulted).
+        policy = built.safety_default
+        actor.session = attrs.evolve(
+            session, safety_policy=policy, tools_approved=policy == "autonomous"
+        )
+        await actor.persist()
     runtime.on_elicitation_request(actor.registry.elicitation_sink(actor.id))
     if supports_recall(runtime):
         runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
@@ -274,11 +282,12 @@ async def _resume(actor: SessionActor, cmd: c.Resume) -> None:
     runtime = _require_runtime(actor)
     request = cmd.request
     session = actor.session
+    lasting = request.expires_in is None  # a grant with expires_in lives in the audit record
     if request.type == "approve-balanced":
         session = attrs.evolve(session, safety_policy="balanced", tools_approved=False)
-    elif request.type == "approve-autonomous":
+    elif request.type == "approve-autonomous" and lasting:
         session = attrs.evolve(session, safety_policy="autonomous", tools_approved=True)
-    elif request.type == "approve-tool" and request.tool_name:
+    elif request.type == "approve-tool" and request.tool_name and lasting:
         perms = session.permissions or Permissions()
         if request.tool_name not in perms.allow:
             perms = attrs.evolve(perms, allow=(*perms.allow, request.tool_name))

@@ -22,6 +22,7 @@ import trio
 
 from greenroom.agents import Runtime, TitleGenerator
 from greenroom.domain import (
+    Approval,
     ErrorItem,
     Event,
     Message,
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from ._registry import Registry
 
 log = logging.getLogger(__name__)
+
+MAX_APPROVALS = 1000
+"""Approval records kept per session; the oldest are dropped first."""
 
 
 class StreamState(enum.Enum):
@@ -221,6 +225,12 @@ class SessionActor:
         stored = attrs.evolve(message, id=message_id)
         self.session = self.session.with_item(stored)
         return stored
+
+    async def record_approval(self, approval: Approval) -> None:
+        """Audit ``approval`` on the session (the newest MAX_APPROVALS are kept) and persist."""
+        kept = (*self.session.approvals, approval)[-MAX_APPROVALS:]
+        self.session = attrs.evolve(self.session, approvals=kept)
+        await self.persist(shielded=True)
 
     async def append_error(self, error: ErrorItem) -> None:
         if self.deleted:

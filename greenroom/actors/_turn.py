@@ -16,6 +16,7 @@ import trio
 
 from greenroom.agents import Runtime, TitleGenerator, mirrors_elicitation
 from greenroom.domain import (
+    Approval,
     ElicitationRequest,
     ErrorEvent,
     ErrorItem,
@@ -96,6 +97,9 @@ class ActorTurnIO:
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         self._actor.add_usage(input_tokens, output_tokens, cost)
+
+    async def record_approval(self, approval: Approval) -> None:
+        await self._actor.record_approval(approval)
 
 
 async def run_turn(actor: SessionActor, turn: Turn, runtime: Runtime, announce_title: str) -> None:

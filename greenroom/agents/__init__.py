@@ -59,6 +59,8 @@ from ._tools import (
     AgentTools as AgentTools,
     FunctionTool as FunctionTool,
     Tool as Tool,
+    ToolAnnotations as ToolAnnotations,
+    ToolContext as ToolContext,
     ToolResult as ToolResult,
     build_tools as build_tools,
     default_tools_for as default_tools_for,

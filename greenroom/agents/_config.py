@@ -57,6 +57,8 @@ class AgentConfig:
     max_iterations: int = 0
     max_tool_result_tokens: int = 0
     add_date: bool = False
+    safety: str = ""
+    """The author's default safety policy for sessions that start on this agent."""
 
 
 @attrs.frozen
@@ -67,6 +69,8 @@ class AgentFile:
     agents: Mapping[str, AgentConfig] = attrs.field(converter=_frozen)
     models: Mapping[str, ModelConfig] = attrs.field(factory=_frozen, converter=_frozen)
     permissions: Permissions | None = None
+    safety: str = ""
+    """``runtime.safety``: the file-wide default safety policy (an agent's ``safety`` wins)."""
     version: str = ""
     ignored: tuple[str, ...] = ()
     """``file:line: path`` of docker-agent keys that were accepted but are not implemented."""
@@ -134,6 +138,7 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "max_iterations": agent.max_iterations,
             "max_tool_result_tokens": agent.max_tool_result_tokens,
             "add_date": agent.add_date,
+            "safety": agent.safety,
         }
     )
 
@@ -152,6 +157,8 @@ def agent_file_to_json(config: AgentFile) -> dict[str, Any]:
     out["agents"] = {name: _agent_json(agent) for name, agent in config.agents.items()}
     if config.models:
         out["models"] = {name: _model_json(m) for name, m in config.models.items()}
+    if config.safety:
+        out["runtime"] = {"safety": config.safety}
     if config.permissions is not None:
         out["permissions"] = {
             "allow": list(config.permissions.allow),

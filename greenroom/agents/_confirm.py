@@ -1,8 +1,9 @@
-"""Tool-call confirmations: the one pending question of a turn and what earlier answers approved.
+"""Tool-call confirmations: the one pending question of a turn.
 
 The turn waits on a one-slot channel registered before the question is emitted, so ``resume``
 never blocks and only the first answer counts. Closing the runtime answers a pending question
-with a rejection.
+with a rejection. What an answer grants lives on the session (its approvals and policy), not
+here, so it survives the runtime.
 """
 
 from __future__ import annotations
@@ -25,31 +26,24 @@ def is_approval(answer: ResumeRequest) -> bool:
 class Confirmations:
     def __init__(self) -> None:
         self._pending: trio.MemorySendChannel[ResumeRequest] | None = None
-        self.approved_tools: set[str] = set()
-        """Tools approved with ``approve-tool``: they run without asking for this runtime."""
-        self.approve_all = False
-        """Set by ``approve-autonomous``: every tool runs without asking (deny rules still hold)."""
+        self._lock = trio.Lock()  # one question at a time
 
-    async def ask(self, announce: Callable[[], Awaitable[None]], tool_name: str) -> ResumeRequest:
+    async def ask(self, announce: Callable[[], Awaitable[None]]) -> ResumeRequest:
         """Run ``announce`` (emit the confirmation event), then wait for the answer."""
-        send, recv = trio.open_memory_channel[ResumeRequest](1)
-        self._pending = send
-        try:
-            await announce()
-            async with recv:
-                try:
-                    answer = await recv.receive()
-                except trio.EndOfChannel:
-                    return CLOSED
-        finally:
-            if self._pending is send:
-                self._pending = None
-            send.close()
-        if answer.type == "approve-tool":
-            self.approved_tools.add(answer.tool_name or tool_name)
-        elif answer.type == "approve-autonomous":
-            self.approve_all = True
-        return answer
+        async with self._lock:
+            send, recv = trio.open_memory_channel[ResumeRequest](1)
+            self._pending = send
+            try:
+                await announce()
+                async with recv:
+                    try:
+                        return await recv.receive()
+                    except trio.EndOfChannel:
+                        return CLOSED
+            finally:
+                if self._pending is send:
+                    self._pending = None
+                send.close()
 
     def answer(self, request: ResumeRequest) -> None:
         """Deliver ``request`` to the waiting turn. Raises NoPendingRequest when none waits."""

@@ -52,6 +52,7 @@ class Elicitations:
         schema: Any = None,
         mode: str = "form",
         url: str = "",
+        meta: Any = None,
         emit: Callable[[Event], Awaitable[None]] | None = None,
     ) -> ElicitationAnswer:
         """Ask the user; returns their answer (``decline`` when nobody can answer)."""
@@ -69,6 +70,7 @@ class Elicitations:
             schema=schema,
             url=url,
             session_id=session_id,
+            meta=meta,
         )
         try:
             if sink is not None:

@@ -15,11 +15,17 @@ from ._models import ProviderFor
 from ._runtime import BuiltRuntime
 from ._sources import AgentSources
 from ._titles import ModelTitleGenerator
-from ._tools import ToolsFor, default_tools_for
 from .providers import make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
+from .tools import ToolContext, ToolsFor, default_tools_for
 
 log = logging.getLogger(__name__)
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/greenroom`` (``~/.local/share/greenroom``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "greenroom"
 
 
 class LocalRuntimeFactory:
@@ -33,6 +39,9 @@ class LocalRuntimeFactory:
             ``env`` and the agent file's directory).
         auto_model: what ``auto`` stands for (default: ``providers.resolve_auto(env)``).
         tools_for: the tools of an agent (default: built from its ``toolsets``).
+        data_dir: greenroom's data directory (``memory`` databases live under it).
+        confirmation_timeout: seconds a tool confirmation waits before it is rejected
+            (None: no timeout).
     """
 
     def __init__(
@@ -43,6 +52,8 @@ class LocalRuntimeFactory:
         provider_for: ProviderFor | None = None,
         auto_model: ModelConfig | None = None,
         tools_for: ToolsFor = default_tools_for,
+        data_dir: str | os.PathLike[str] | None = None,
+        confirmation_timeout: float | None = None,
     ) -> None:
         self._sources = sources
         # os.environ itself, not a copy: keys are read when each model call starts, so a key
@@ -51,6 +62,8 @@ class LocalRuntimeFactory:
         self._provider_for = provider_for
         self._auto = auto_model
         self._tools_for = tools_for
+        self._data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self._confirmation_timeout = confirmation_timeout
 
     @property
     def sources(self) -> AgentSources:
@@ -79,6 +92,13 @@ class LocalRuntimeFactory:
             agent=agent.name,
             auto_model=auto,
             tools_for=self._tools_for,
+            tool_context=ToolContext(
+                working_dir=session.working_dir or os.getcwd(),
+                data_dir=self._data_dir,
+                agent_file=config.path,
+                env=dict(self._env),
+            ),
+            confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,
         )
         for name, ref in session.agent_model_overrides.items():
@@ -89,7 +109,7 @@ class LocalRuntimeFactory:
                     "session %s: model override %s=%r skipped: %s", session.id, name, ref, exc
                 )
         titles = ModelTitleGenerator(runtime.title_models, provider_for)
-        return BuiltRuntime(runtime, titles)
+        return BuiltRuntime(runtime, titles, agent.safety or config.safety)
 
     def _auto_model(self) -> ModelConfig:
         if self._auto is None:

@@ -15,7 +15,6 @@ shielded scope bounded by :data:`SAVE_BUDGET` seconds.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -37,9 +36,6 @@ from greenroom.domain import (
     TokenUsage,
     TokenUsageInfo,
     ToolCall,
-    ToolCallConfirmation,
-    ToolCallEvent,
-    ToolCallResponse,
     UserMessage,
     Warning,
     utcnow,
@@ -47,10 +43,9 @@ from greenroom.domain import (
 from greenroom.errors import AgentNotFound, GreenroomError
 
 from ._config import AgentConfig, AgentFile
-from ._confirm import Confirmations, is_approval
+from ._confirm import Confirmations
 from ._elicitation import ElicitationAnswer, Elicitations
 from ._models import ModelTable, ProviderFor
-from ._permissions import Decision, decide
 from ._prompt import build_messages
 from ._queue import MessageQueue
 from ._runtime import (
@@ -63,7 +58,7 @@ from ._runtime import (
     ResumeRequest,
     TurnIO,
 )
-from ._tools import AgentTools, Tool, ToolResult, ToolsFor, default_tools_for, tool_definition
+from ._toolcalls import CANCELLED, ToolCalls
 from .providers._base import (
     Delta,
     ModelConfig,
@@ -71,6 +66,7 @@ from .providers._base import (
     ModelResponse,
     TextDelta,
 )
+from .tools import AgentTools, ToolContext, ToolsFor, default_tools_for
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +77,14 @@ SAVE_BUDGET = 5.0
 STOP_EVENT_BUDGET = 1.0
 """Seconds a cancelled turn may spend delivering its ``stream_stopped`` event (shielded)."""
 INTERRUPTED_NOTE = "[response interrupted]"
-INTERRUPTED_TOOL = "The tool call was interrupted before it returned a result."
+INTERRUPTED_TOOL = CANCELLED
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """``exc`` is a cancellation, alone or as a group of them (concurrent tool calls)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[1] is None
 
 
 @attrs.define
@@ -103,8 +106,12 @@ class LocalRuntime:
         agent: the starting agent ("" = ``root``, else the first declared).
         auto_model: what the ``auto`` model ref stands for (None: ``auto`` cannot be used).
         tools_for: the tools of an agent (default: built from its ``toolsets``).
+        tool_context: where the tools work (working and data directory, environment).
+        confirmation_timeout: seconds a tool confirmation waits before it is rejected
+            (None: it waits until answered or the turn ends).
         custom_models: custom ``provider/model`` refs used before (listed by available_models).
         today: the date for agents with ``add_date``.
+        now: the clock approvals are stamped and expired with.
 
     Raises:
         AgentNotFound: ``agent`` is not in the file.
@@ -120,10 +127,13 @@ class LocalRuntime:
         agent: str = "",
         auto_model: ModelConfig | None = None,
         tools_for: ToolsFor = default_tools_for,
+        tool_context: ToolContext | None = None,
+        confirmation_timeout: float | None = None,
         custom_models: Iterable[str] = (),
         steer_capacity: int = STEER_CAPACITY,
         followup_capacity: int = FOLLOWUP_CAPACITY,
         today: Callable[[], dt.date] = dt.date.today,
+        now: Callable[[], dt.datetime] = utcnow,
     ) -> None:
         self._config = config
         self._agent = config.agent(agent)
@@ -131,11 +141,15 @@ class LocalRuntime:
             config, provider_for, auto=auto_model, custom_models=custom_models
         )
         self._tools_for = tools_for
+        self._tool_context = tool_context if tool_context is not None else ToolContext()
         self._today = today
         self._tools: dict[str, AgentTools] = {}
         self._steers = MessageQueue("steer", steer_capacity)
         self._followups = MessageQueue("follow-up", followup_capacity)
         self._confirmations = Confirmations()
+        self._tool_calls = ToolCalls(
+            self._confirmations, config.permissions, confirmation_timeout, now
+        )
         self._elicitations = Elicitations()
         self._io: TurnIO | None = None
         self._closed = False
@@ -154,7 +168,9 @@ class LocalRuntime:
             await io.emit(StreamStarted(session_id=io.session.id, agent_name=self._agent.name))
             reason = await self._run_turns(io, turn)
             await io.emit(self._stopped(io, reason))
-        except trio.Cancelled:
+        except BaseException as exc:
+            if not _cancelled(exc):
+                raise
             with trio.move_on_after(SAVE_BUDGET, shield=True):
                 await self._save_interrupted(io, turn)
             with trio.move_on_after(STOP_EVENT_BUDGET, shield=True):
@@ -192,9 +208,29 @@ class LocalRuntime:
             welcome_message=agent.welcome_message,
         )
         await io.emit(info)
-        missing = self._tools_of(agent).unavailable
-        if missing:
-            text = f"toolsets not available yet, skipped: {', '.join(missing)}"
+        tools = self._tools_of(agent)
+        details = [
+            f"toolset {kind} is not supported by greenroom yet" for kind in tools.unavailable
+        ]
+        details += tools.warnings
+        if details:
+            lines = "\n".join(f"- {d}" for d in details)
+            text = (
+                f"Some toolsets failed to initialize for agent '{agent.name}'."
+                f"\n\nDetails:\n\n{lines}"
+            )
+            await io.emit(Warning(message=text, agent_name=agent.name))
+
+    async def _start_toolsets(self, io: TurnIO) -> None:
+        """Start toolsets that list their tools with I/O (retried until they start)."""
+        agent = self._agent
+        failed = await self._tools_of(agent).start()
+        if failed:
+            lines = "\n".join(f"- {d}" for d in failed)
+            text = (
+                f"Some toolsets failed to initialize for agent '{agent.name}'."
+                f"\n\nDetails:\n\n{lines}"
+            )
             await io.emit(Warning(message=text, agent_name=agent.name))
 
     async def _run_turn(self, io: TurnIO, turn: _Turn) -> None:
@@ -207,6 +243,7 @@ class LocalRuntime:
                 await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
                 return
             iterations += 1
+            await self._start_toolsets(io)
             response = await self._call_model(io, turn)
             if response.tool_calls:
                 await self._run_tools(io, turn, response.tool_calls)
@@ -236,12 +273,17 @@ class LocalRuntime:
         model = self._models.model_of(agent)
         session = io.session
         cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
+        tools = self._tools_of(agent)
         request = ModelRequest(
             model=model,
             messages=build_messages(
-                session, agent, max_tool_result_tokens=cap, today=self._today()
+                session,
+                agent,
+                max_tool_result_tokens=cap,
+                today=self._today(),
+                instructions=tools.instructions,
             ),
-            tools=self._tools_of(agent).specs,
+            tools=tools.specs,
             max_tokens=model.max_tokens,
         )
         turn.agent_name = agent.name
@@ -285,64 +327,9 @@ class LocalRuntime:
 
     async def _run_tools(self, io: TurnIO, turn: _Turn, calls: tuple[ToolCall, ...]) -> None:
         agent = self._config.agents[turn.agent_name]
-        tools = self._tools_of(agent)
-        for call in calls:
-            tool = tools.tools.get(call.function.name)
-            definition = tool_definition(tool.spec) if tool is not None else None
-            await io.emit(ToolCallEvent(call, definition, agent.name, io.session.id))
-            result = await self._execute(io, agent, tool, call, definition)
-            chat = ChatMessage(
-                role="tool",
-                content=result.output,
-                tool_call_id=call.id,
-                is_error=result.is_error,
-                created_at=utcnow(),
-            )
-            await io.add_message(Message(chat, agent_name=agent.name))
-            turn.open_calls.remove(call)
-            response = ToolCallResponse(
-                call.id, result.output, definition, agent.name, io.session.id
-            )
-            await io.emit(response)
-
-    async def _execute(
-        self,
-        io: TurnIO,
-        agent: AgentConfig,
-        tool: Tool | None,
-        call: ToolCall,
-        definition: Any,
-    ) -> ToolResult:
-        name = call.function.name
-        if tool is None:
-            return ToolResult(f"Tool {name!r} is not available.", is_error=True)
-        decision = decide(
-            name,
-            session=io.session,
-            file_permissions=self._config.permissions,
-            needs_confirmation=tool.needs_confirmation,
-            approved_tools=self._confirmations.approved_tools,
-            approve_all=self._confirmations.approve_all,
+        await self._tool_calls.run_batch(
+            io, agent.name, self._tools_of(agent), calls, turn.open_calls.remove
         )
-        if decision is Decision.DENY:
-            return ToolResult(f"Tool {name!r} is denied by the permissions.", is_error=True)
-        if decision is Decision.ASK:
-            event = ToolCallConfirmation(call, definition, agent.name, io.session.id)
-            answer = await self._confirmations.ask(lambda: io.emit(event), name)
-            if not is_approval(answer):
-                reason = f" Reason: {answer.reason}" if answer.reason else ""
-                return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
-        try:
-            arguments = json.loads(call.function.arguments or "{}")
-        except ValueError as exc:
-            return ToolResult(f"The arguments are not valid JSON: {exc}", is_error=True)
-        if not isinstance(arguments, Mapping):
-            return ToolResult("The arguments must be a JSON object.", is_error=True)
-        try:
-            return await tool.call(arguments)
-        except Exception as exc:
-            log.warning("tool %s failed", name, exc_info=True)
-            return ToolResult(f"Tool {name!r} failed: {exc}", is_error=True)
 
     # --- failure and interruption ------------------------------------------------------------
 
@@ -408,15 +395,37 @@ class LocalRuntime:
     ) -> None:
         self._elicitations.answer(action, content, elicitation_id)
 
-    async def elicit(self, message: str, *, schema: Any = None) -> ElicitationAnswer:
+    async def elicit(
+        self, message: str, *, schema: Any = None, meta: Mapping[str, Any] | None = None
+    ) -> ElicitationAnswer:
         """Ask the user for input (for tools): via the sink, and on the run stream if any."""
         io = self._io
         return await self._elicitations.request(
             message,
             session_id=io.session.id if io is not None else "",
             schema=schema,
+            meta=dict(meta) if meta else None,
             emit=io.emit if io is not None else None,
         )
+
+    # --- the model picker of this runtime's tools --------------------------------------------
+
+    async def change_model(self, ref: str) -> str:
+        """The model picker: use ``ref`` for the current agent (this runtime only)."""
+        await self.set_agent_model(self._agent.name, ref)
+        await self._announce_model()
+        return self._models.model_of(self._agent).ref
+
+    async def revert_model(self) -> None:
+        await self.set_agent_model(self._agent.name, "")
+        await self._announce_model()
+
+    async def _announce_model(self) -> None:
+        io, agent = self._io, self._agent
+        if io is not None:
+            model = self._models.model_of(agent)
+            info = AgentInfo(agent_name=agent.name, model=model.ref, description=agent.description)
+            await io.emit(info)
 
     # --- agents and models ---------------------------------------------------------------------
 
@@ -458,7 +467,13 @@ class LocalRuntime:
     def _tools_of(self, agent: AgentConfig) -> AgentTools:
         tools = self._tools.get(agent.name)
         if tools is None:
-            tools = self._tools[agent.name] = self._tools_for(agent)
+            context = attrs.evolve(
+                self._tool_context,
+                agent_name=agent.name,
+                agent_file=self._tool_context.agent_file or self._config.path,
+                host=self,
+            )
+            tools = self._tools[agent.name] = self._tools_for(agent, context)
         return tools
 
     async def aclose(self) -> None:
@@ -466,4 +481,6 @@ class LocalRuntime:
         self._closed = True
         self._confirmations.close()
         self._elicitations.close()
+        for tools in self._tools.values():
+            tools.close()
         await self._models.aclose()

@@ -1,18 +1,39 @@
-"""Whether a tool call runs, asks the user first, or is refused.
+"""Whether a tool call runs, asks the user first, or is refused (spec §3).
 
-Rules are tool-name patterns (``fnmatch``, case-sensitive). The session's rules are checked
-before the agent file's; within one rule set ``deny`` beats ``allow`` beats ``ask``. With no
-matching rule, an approved session (``tools_approved`` or the ``autonomous`` safety policy) or a
-tool approved earlier in this runtime runs; otherwise the tool's own default decides.
+The checks, in order; the first that decides wins:
+
+1. permission rules: the session's, then the agent file's. Within one rule set a ``deny``
+   pattern refuses, else an ``allow`` pattern runs, else an ``ask`` pattern asks (even a
+   read-only tool);
+2. the tool's ``readOnlyHint``: runs;
+3. the session's approvals: an unexpired ``approve-tool`` grant for this tool or an unexpired
+   ``approve-session`` grant, or ``tools_approved``: runs;
+4. the session's ``safety_policy``: ``autonomous`` runs, ``restricted`` refuses (fail-closed),
+   ``strict``/``balanced``/none ask (``balanced`` only lets safe — read-only — tools through,
+   and those were let through at step 2);
+5. ask.
+
+Patterns: ``tool`` or ``tool:arg=value[:arg2=value2]`` (the first ``:key=value`` starts the
+argument part, so ``mcp:github:create_issue`` is a plain name); case-insensitive; a pattern
+ending in ``*`` with no other wildcard is a prefix match (``shell:cmd=sudo*``), otherwise a
+shell glob where ``*`` and ``?`` do not cross ``/``. Argument values are compared as text
+(booleans ``true``/``false``, integral numbers without decimals); a pattern with an argument
+condition never matches a call without that argument.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
-from collections.abc import Collection, Iterable
-from fnmatch import fnmatchcase
+import json
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
 
-from greenroom.domain import Permissions, Session
+import attrs
+
+from greenroom.domain import Approval, Permissions, Session
 
 
 class Decision(enum.Enum):
@@ -21,39 +42,170 @@ class Decision(enum.Enum):
     DENY = "deny"
 
 
-def _matches(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
+@attrs.frozen
+class Verdict:
+    """A decision and where it came from (``source``: a stable name, e.g. for audits)."""
+
+    decision: Decision
+    source: str
+    message: str = ""  # the tool error text for a refusal
 
 
-def rule_decision(name: str, rules: Iterable[Permissions | None]) -> Decision | None:
-    """The decision of the first rule set with a pattern matching ``name``, if any."""
-    for perms in rules:
+SESSION_RULES = "session permissions"
+FILE_RULES = "permissions configuration"
+
+
+def _glob_regex(glob: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "^") else i + 1)
+            if end < 0:
+                out.append(re.escape(ch))
+            else:
+                body = glob[i + 1 : end]
+                if body.startswith(("!", "^")):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        elif ch == "\\" and i + 1 < len(glob):
+            i += 1
+            out.append(re.escape(glob[i]))
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=1024)
+def _value_matcher(pattern: str) -> re.Pattern[str] | str:
+    """A prefix (str) for ``abc*`` patterns, else a compiled case-insensitive glob."""
+    lowered = pattern.lower()
+    if lowered.endswith("*") and not any(c in lowered[:-1] for c in "*?["):
+        return lowered[:-1]
+    try:
+        return re.compile(_glob_regex(lowered) + r"\Z", re.DOTALL)
+    except re.error:
+        return re.compile(re.escape(lowered) + r"\Z")
+
+
+def _value_matches(pattern: str, value: str) -> bool:
+    matcher = _value_matcher(pattern)
+    text = value.lower()
+    if isinstance(matcher, str):
+        return text.startswith(matcher)
+    return matcher.match(text) is not None
+
+
+def _split(pattern: str) -> tuple[str, list[tuple[str, str]]]:
+    """``tool:a=1:b=x`` → ``("tool", [("a", "1"), ("b", "x")])``."""
+    parts = pattern.split(":")
+    for index in range(1, len(parts)):
+        if "=" in parts[index]:
+            conditions = []
+            for part in parts[index:]:
+                key, _, value = part.partition("=")
+                conditions.append((key.strip(), value))
+            return ":".join(parts[:index]), conditions
+    return pattern, []
+
+
+def as_text(value: Any) -> str:
+    """An argument value as patterns see it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def matches(pattern: str, name: str, arguments: Mapping[str, Any] | None) -> bool:
+    """Whether permission ``pattern`` covers a call of ``name`` with ``arguments``."""
+    tool, conditions = _split(pattern.strip())
+    if not _value_matches(tool, name):
+        return False
+    for key, expected in conditions:
+        lowered = {k.lower(): v for k, v in (arguments or {}).items()}
+        if key.lower() not in lowered:
+            return False
+        if not _value_matches(expected, as_text(lowered[key.lower()])):
+            return False
+    return True
+
+
+def _any(patterns: Iterable[str], name: str, arguments: Mapping[str, Any] | None) -> bool:
+    return any(matches(p, name, arguments) for p in patterns)
+
+
+def rule_verdict(
+    name: str, arguments: Mapping[str, Any] | None, rules: Iterable[tuple[str, Permissions | None]]
+) -> Verdict | None:
+    """The verdict of the first rule set with a pattern covering the call, if any."""
+    for label, perms in rules:
         if perms is None:
             continue
-        if _matches(name, perms.deny):
-            return Decision.DENY
-        if _matches(name, perms.allow):
-            return Decision.ALLOW
-        if _matches(name, perms.ask):
-            return Decision.ASK
+        key = "session" if label == SESSION_RULES else "team"
+        if _any(perms.deny, name, arguments):
+            return Verdict(
+                Decision.DENY, f"{key}_permissions_deny", f"Tool '{name}' is denied by {label}."
+            )
+        if _any(perms.allow, name, arguments):
+            return Verdict(Decision.ALLOW, f"{key}_permissions_allow")
+        if _any(perms.ask, name, arguments):
+            return Verdict(Decision.ASK, f"{key}_permissions_ask")
+    return None
+
+
+def active_grant(approvals: Iterable[Approval], name: str, now: dt.datetime) -> Approval | None:
+    """The newest unexpired ``approve-tool`` grant for ``name`` or ``approve-session`` grant."""
+    for approval in reversed(tuple(approvals)):
+        if approval.decision not in ("approve-tool", "approve-session"):
+            continue
+        if approval.expires_at is not None and approval.expires_at <= now:
+            continue
+        if approval.decision == "approve-session" or approval.grant.lower() == name.lower():
+            return approval
     return None
 
 
 def decide(
     name: str,
+    arguments: Mapping[str, Any] | None,
     *,
     session: Session,
     file_permissions: Permissions | None,
-    needs_confirmation: bool,
-    approved_tools: Collection[str] = (),
-    approve_all: bool = False,
-) -> Decision:
-    """Decide what happens to a call of tool ``name`` (see the module docstring for the order)."""
-    ruled = rule_decision(name, (session.permissions, file_permissions))
+    read_only: bool,
+    now: dt.datetime,
+) -> Verdict:
+    """Decide what happens to a call (see the module docstring for the order)."""
+    ruled = rule_verdict(
+        name, arguments, ((SESSION_RULES, session.permissions), (FILE_RULES, file_permissions))
+    )
     if ruled is not None:
         return ruled
-    if approve_all or session.tools_approved or session.safety_policy == "autonomous":
-        return Decision.ALLOW
-    if name in approved_tools:
-        return Decision.ALLOW
-    return Decision.ASK if needs_confirmation else Decision.ALLOW
+    if read_only:
+        return Verdict(Decision.ALLOW, "readonly_hint")
+    if active_grant(session.approvals, name, now) is not None:
+        return Verdict(Decision.ALLOW, "session_approval")
+    policy = session.safety_policy
+    if session.tools_approved or policy == "autonomous":
+        return Verdict(Decision.ALLOW, "mode_autonomous")
+    if policy == "restricted":
+        return Verdict(
+            Decision.DENY,
+            "mode_restricted",
+            f"Tool '{name}' is denied by the session's restricted safety policy.",
+        )
+    return Verdict(Decision.ASK, f"mode_{policy or 'default'}")

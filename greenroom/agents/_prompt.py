@@ -9,7 +9,7 @@ provider APIs that insist on the pairing accept the conversation.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from greenroom.domain import ChatMessage, Item, Message, Session, Summary, cap_tool_result
 
@@ -18,8 +18,11 @@ from ._config import AgentConfig
 NO_RESULT = "No result provided"
 
 
-def system_prompt(agent: AgentConfig, today: dt.date | None) -> str:
+def system_prompt(
+    agent: AgentConfig, today: dt.date | None, instructions: Sequence[str] = ()
+) -> str:
     parts = [agent.instruction.strip()] if agent.instruction.strip() else []
+    parts += [text.strip() for text in instructions if text.strip()]
     if agent.add_date and today is not None:
         parts.append(f"Today's date: {today.isoformat()}")
     return "\n\n".join(parts)
@@ -68,6 +71,7 @@ def build_messages(
     *,
     max_tool_result_tokens: int = 0,
     today: dt.date | None = None,
+    instructions: Sequence[str] = (),
 ) -> tuple[ChatMessage, ...]:
     """System prompt first, then the history since the last summary, ready for a provider.
 
@@ -76,12 +80,13 @@ def build_messages(
         agent: the agent answering (its instruction and ``add_date``).
         max_tool_result_tokens: cap of each tool result (0 = none), applied to copies.
         today: the date stamped into the system prompt when the agent has ``add_date``.
+        instructions: the toolsets' instructions, appended to the agent's.
     """
     history: list[ChatMessage] = []
     for entry in _since_summary(session.items):
         if isinstance(entry, Message):
             entry = cap_tool_result(entry, max_tool_result_tokens).message
         history.append(entry)
-    system = system_prompt(agent, today)
+    system = system_prompt(agent, today, instructions)
     head = (ChatMessage(role="system", content=system),) if system else ()
     return head + tuple(_paired(history))

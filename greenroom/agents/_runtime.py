@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from greenroom.domain import ErrorItem, Event, Message, MessagePart, Session
+from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session
 
 ElicitationSink = Callable[[Event], None]
 """Receives elicitation requests raised outside any run stream (sync: never blocks the runtime)."""
@@ -32,11 +32,17 @@ class QueuedMessage:
 
 @attrs.frozen
 class ResumeRequest:
-    """The answer to a ``tool_call_confirmation``."""
+    """The answer to a ``tool_call_confirmation``.
+
+    ``expires_in`` (seconds) makes an ``approve-tool`` or ``approve-autonomous`` answer a
+    grant that ends then; ``decided_by`` names who answered (the token's label), for the audit.
+    """
 
     type: ConfirmationKind
     reason: str = ""
     tool_name: str = ""
+    expires_in: float | None = None
+    decided_by: str = ""
 
 
 @attrs.frozen
@@ -92,6 +98,9 @@ class TurnIO(Protocol):
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         """Add a model call's token usage to the session's totals."""
+
+    async def record_approval(self, approval: Approval) -> None:
+        """Audit a decision on a tool call on the session (and persist it)."""
 
 
 @runtime_checkable
@@ -159,8 +168,12 @@ class TitleGenerator(Protocol):
 
 @attrs.frozen
 class BuiltRuntime:
+    """A runtime and its title generator; ``safety_default`` is the agent file's default
+    safety policy (given to a fresh session that has none)."""
+
     runtime: Runtime
     title_generator: TitleGenerator | None = None
+    safety_default: str = ""
 
 
 class RuntimeFactory(Protocol):

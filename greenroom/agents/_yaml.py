@@ -38,8 +38,10 @@ from ._yaml_checks import (
 )
 from .providers._base import ModelConfig
 
-_TOP_KEYS = {"version", "agents", "models", "permissions"}
-_TOP_IGNORED = {"providers", "mcps", "rag", "metadata", "runtime"}
+_TOP_KEYS = {"version", "agents", "models", "permissions", "runtime"}
+_TOP_IGNORED = {"providers", "mcps", "rag", "metadata"}
+SAFETY_POLICIES = ("strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto")
+_SAFETY_ALIASES = {"unsafe": "autonomous", "safer": "balanced", "safe-auto": "balanced"}
 _AGENT_KEYS = {
     "model",
     "description",
@@ -51,6 +53,7 @@ _AGENT_KEYS = {
     "max_iterations",
     "max_tool_result_tokens",
     "add_date",
+    "safety",
 }
 _AGENT_IGNORED = {
     "handoffs",
@@ -62,7 +65,6 @@ _AGENT_IGNORED = {
     "skills",
     "hooks",
     "rag",
-    "safety",
     "max_consecutive_tool_calls",
     "max_old_tool_call_tokens",
 }
@@ -230,6 +232,8 @@ def _parse_agent(
             fields[key] = c.typed(mapping, key, path, as_count, "a non-negative integer")
     if "add_date" in mapping:
         fields["add_date"] = c.typed(mapping, "add_date", path, as_bool, "a boolean")
+    if "safety" in mapping:
+        fields["safety"] = _safety(c, mapping, path)
     model = fields.get("model")
     if "model" not in mapping:
         c.fail(line, f"{path}.model", "is required")
@@ -270,6 +274,26 @@ def _parse_permissions(c: Checker, raw: Any, line: int) -> Permissions | None:
         if key in mapping
     }
     return Permissions(**lists)
+
+
+def _safety(c: Checker, mapping: Mapping[Any, Any], path: str) -> str | None:
+    value = c.typed(mapping, "safety", path, as_str, "a string")
+    if value is None:
+        return None
+    if value not in SAFETY_POLICIES:
+        line = line_of(mapping, "safety") or own_line(mapping, 1)
+        c.fail(line, join(path, "safety"), f"expected one of {', '.join(SAFETY_POLICIES)}")
+        return None
+    return _SAFETY_ALIASES.get(value, value)
+
+
+def _parse_runtime(c: Checker, raw: Any, line: int) -> str:
+    mapping = as_mapping(raw)
+    if mapping is None:
+        c.fail(line, "runtime", f"expected a mapping, got {kind_of(raw)}")
+        return ""
+    c.keys(mapping, {"safety"}, set(), "runtime")
+    return (_safety(c, mapping, "runtime") or "") if "safety" in mapping else ""
 
 
 def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
@@ -313,6 +337,9 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     permissions = None
     if "permissions" in doc:
         permissions = _parse_permissions(c, doc["permissions"], line_of(doc, "permissions") or 1)
+    safety = ""
+    if "runtime" in doc:
+        safety = _parse_runtime(c, doc["runtime"], line_of(doc, "runtime") or 1)
     if c.problems:
         return None
     return AgentFile(
@@ -320,6 +347,7 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         agents=agents,
         models=models,
         permissions=permissions,
+        safety=safety,
         version=version,
         ignored=tuple(text for _, text in sorted(c.ignored)),
     )

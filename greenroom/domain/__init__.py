@@ -79,6 +79,7 @@ from ._truncate import (
 )
 from ._types import (
     ROLES as ROLES,
+    Approval as Approval,
     ChatMessage as ChatMessage,
     ErrorItem as ErrorItem,
     FunctionCall as FunctionCall,

@@ -7,7 +7,7 @@ from typing import Any
 
 from ._history import visible_messages
 from ._json import format_datetime, to_json
-from ._types import ErrorItem, Item, Message, Permissions, Session, SubSession, utcnow
+from ._types import Approval, ErrorItem, Item, Message, Permissions, Session, SubSession, utcnow
 
 
 def all_errors(items: Iterable[Item]) -> Iterator[ErrorItem]:
@@ -41,6 +41,8 @@ def recovery_export(session: Session) -> dict[str, Any]:
     errors = [to_json(e, ErrorItem) for e in all_errors(session.items)]
     if errors:
         data["errors"] = errors
+    if session.approvals:
+        data["approvals"] = [to_json(a, Approval) for a in session.approvals]
     return data
 
 

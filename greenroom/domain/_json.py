@@ -31,6 +31,7 @@ from ._events import TAGGED_EVENTS, Event, RawEvent, event_type
 from ._limits import INT64_MAX, INT64_MIN, RULES
 from ._types import (
     ROLES,
+    Approval,
     ChatMessage,
     ErrorItem,
     FunctionCall,
@@ -338,6 +339,7 @@ for _cls in (
     Message,
     Summary,
     ErrorItem,
+    Approval,
 ):
     _register(_cls, omit_empty=True)
 _register(Usage, omit_empty=False)

@@ -163,6 +163,27 @@ class Permissions:
 
 
 @attrs.frozen
+class Approval:
+    """One decision on a tool call that asked the user (audited on the session).
+
+    ``decision`` is the resume verb (``approve``, ``approve-tool``, ``approve-session``,
+    ``approve-balanced``, ``approve-autonomous``, ``reject``) or ``timeout`` when nobody
+    answered within the confirmation timeout. An ``approve-tool`` grant covers ``grant`` (a
+    tool name); it and an ``approve-session`` grant stop covering calls at ``expires_at``.
+    """
+
+    tool: str
+    decision: str
+    decided_at: dt.datetime
+    arguments_digest: str = ""
+    tool_call_id: str = ""
+    decided_by: str = ""
+    expires_at: dt.datetime | None = None
+    grant: str = ""
+    reason: str = ""
+
+
+@attrs.frozen
 class Session:
     """One conversation with an agent team, as stored and as served."""
 
@@ -184,6 +205,7 @@ class Session:
     starred: bool = False
     parent_id: str = ""
     attributes: Mapping[str, str] = attrs.field(factory=frozen_map, converter=frozen_map)
+    approvals: tuple[Approval, ...] = ()
 
     @classmethod
     def new(cls, *, session_id: str | None = None, **fields: object) -> Session:

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from greenroom.domain import (
+    Approval,
     ErrorItem,
     Item,
     Message,
@@ -38,6 +39,7 @@ SESSION_COLUMNS = (
     "custom_models_used",
     "starred",
     "attributes",
+    "approvals",
 )
 
 
@@ -71,6 +73,7 @@ def session_to_row(session: Session) -> tuple[Any, ...]:
         dumps(list(session.custom_models_used)),
         int(session.starred),
         dumps(dict(session.attributes)),
+        dumps([to_json(a, Approval) for a in session.approvals]),
     )
 
 
@@ -95,6 +98,7 @@ def row_to_session(row: sqlite3.Row, items: tuple[Item, ...]) -> Session:
         custom_models_used=json.loads(row["custom_models_used"]),
         starred=bool(row["starred"]),
         attributes=json.loads(row["attributes"]),
+        approvals=tuple(parse(a, Approval) for a in json.loads(row["approvals"])),
     )
 
 

@@ -20,6 +20,7 @@ from greenroom.domain import (
     PathText,
     Permissions,
     PlainName,
+    Range,
     Role,
     Title,
     Usage,
@@ -43,6 +44,9 @@ Confirmation = Literal[
 ]
 """Tool-call confirmations; the last three are legacy names (approve-session → autonomous,
 approve-safe and approve-safer → balanced)."""
+
+ExpiresIn = Annotated[float, Range(0.001, 365 * 24 * 3600.0)]
+"""Seconds an approve-tool / approve-session grant lasts (at most a year)."""
 
 MAX_BATCH = 1000  # session ids in one batch request
 MAX_QUEUED = 64  # messages in one steer or follow-up request
@@ -85,6 +89,7 @@ class SessionTemplate:
     hide_tool_results: Any = None
     origin: Any = None
     attached_files: Any = None
+    approvals: Any = None
 
 
 @attrs.frozen
@@ -119,9 +124,13 @@ class ForkBody:
 
 @attrs.frozen
 class ResumeBody:
+    """``expires_in`` (seconds) turns ``approve-tool`` / ``approve-session`` into a grant that
+    ends then (greenroom's extension); without it they last as upstream."""
+
     confirmation: Confirmation
     reason: str = ""
     tool_name: Name = ""
+    expires_in: ExpiresIn | None = None
 
 
 @attrs.frozen

@@ -26,6 +26,7 @@ class AgentCatalog(Protocol):
 @attrs.frozen
 class AppConfig:
     auth_token: str = ""
+    auth_label: str = "token"  # who approved a tool call, in the audit, when auth is on
     cors_origins: tuple[str, ...] = ()
     bind_host: str = "127.0.0.1"  # with allowed_hosts: the Host values requests may carry
     allowed_hosts: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ from greenroom import __version__
 from greenroom.actors import normalize_confirmation
 from greenroom.agents import QueuedMessage, ResumeRequest
 from greenroom.domain import (
+    Approval,
     ChatMessage,
     Message,
     Session,
@@ -248,7 +249,9 @@ async def follow_up(ctx: Context, req: Request) -> Reply:
 async def resume(ctx: Context, req: Request) -> Reply:
     body: b.ResumeBody = req.body
     kind = normalize_confirmation(body.confirmation)
-    request = ResumeRequest(kind, body.reason, body.tool_name)  # type: ignore[arg-type]
+    expires_in = body.expires_in
+    decided_by = ctx.config.auth_label if ctx.config.auth_token else ""
+    request = ResumeRequest(kind, body.reason, body.tool_name, expires_in, decided_by)  # type: ignore[arg-type]
     await ctx.registry.session(_session_id(req)).resume(request)
     return Reply({"message": "session resumed"})
 
@@ -348,6 +351,11 @@ async def queue_depth(ctx: Context, req: Request) -> Reply:
             "followup": {"depth": q.followup_depth, "capacity": q.followup_capacity},
         }
     )
+
+
+async def approvals(ctx: Context, req: Request) -> Reply:
+    session = await ctx.registry.get(_session_id(req))
+    return Reply([to_json(a, Approval) for a in session.approvals])
 
 
 async def recovery(ctx: Context, req: Request) -> Reply:

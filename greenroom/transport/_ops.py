@@ -24,6 +24,7 @@ from ._endpoints import (
     agent_tool_count,
     answer_elicitation,
     api_ready,
+    approvals,
     batch_delete,
     batch_export_sessions,
     create_session,
@@ -262,6 +263,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "Answer a tool-call confirmation",
         body=b.ResumeBody,
         errors=COMMON,
+    ),
+    Operation(
+        "approvals",
+        "GET",
+        f"{S}/approvals",
+        approvals,
+        "The audited tool-call decisions of a session",
+        errors=(404,),
     ),
     Operation(
         "toggle_tools",

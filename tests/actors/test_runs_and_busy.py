@@ -20,6 +20,7 @@ from greenroom.actors._commands import DisconnectPolicy
 from greenroom.agents import BuiltRuntime, QueuedMessage, TurnIO
 from greenroom.domain import (
     AgentChoice,
+    Approval,
     ErrorItem,
     Event,
     Message,
@@ -106,6 +107,9 @@ class EmbedderIO:
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         pass
+
+    async def record_approval(self, approval: Approval) -> None:
+        await trio.lowlevel.checkpoint()
 
 
 class TwoPhaseRuntime(FakeRuntime):

@@ -20,6 +20,7 @@ from greenroom.agents.providers._base import (
     TextDelta,
 )
 from greenroom.domain import (
+    Approval,
     ChatMessage,
     ErrorItem,
     Event,
@@ -111,6 +112,7 @@ class FakeIO:
         self._session = session or Session.new()
         self.events: list[Event] = []
         self.errors: list[ErrorItem] = []
+        self.approvals: list[Approval] = []
         self._next_id = 1
 
     @property
@@ -141,6 +143,15 @@ class FakeIO:
             output_tokens=s.output_tokens + output_tokens,
             cost=s.cost + cost,
         )
+
+    async def record_approval(self, approval: Approval) -> None:
+        await trio.lowlevel.checkpoint()
+        self.approvals.append(approval)
+        self._session = attrs.evolve(self._session, approvals=(*self._session.approvals, approval))
+
+    def set_session(self, session: Session) -> None:
+        """What an actor does on a resume that changes the session (policy, rules)."""
+        self._session = session
 
     def add_user(self, content: str) -> None:
         self._session = self._session.with_item(Message.user(content))

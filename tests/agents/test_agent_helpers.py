@@ -9,8 +9,6 @@ import pytest
 from greenroom.agents import (
     AgentConfig,
     Command,
-    Decision,
-    decide,
     expand_command,
     parse_slash_command,
     resolve_agent_switch,
@@ -21,7 +19,6 @@ from greenroom.domain import (
     ErrorItem,
     FunctionCall,
     Message,
-    Permissions,
     Session,
     SubSession,
     Summary,
@@ -60,37 +57,6 @@ def test_resolve_agent_switch() -> None:
     assert resolve_agent_switch(commands, "/random-command x") is None
     assert resolve_agent_switch(commands, "no command") is None
     assert expand_command(Command(instruction="Fix the bug"), "in a.py") == "Fix the bug in a.py"
-
-
-def decision(name: str, session: Session, file: Permissions | None = None, **kw) -> Decision:
-    return decide(name, session=session, file_permissions=file, **kw)
-
-
-def test_permission_decisions() -> None:
-    plain = Session.new()
-    assert decision("think", plain, needs_confirmation=False) is Decision.ALLOW
-    assert decision("shell", plain, needs_confirmation=True) is Decision.ASK
-    rules = Permissions(allow=["read_*"], ask=["read_secret*"], deny=["read_secrets"])
-    session = Session.new(permissions=rules)
-    assert decision("read_file", session, needs_confirmation=True) is Decision.ALLOW
-    assert decision("read_secrets", session, needs_confirmation=False) is Decision.DENY
-    # allow beats ask within one rule set
-    assert decision("read_secret_x", session, needs_confirmation=False) is Decision.ALLOW
-    asks = Session.new(permissions=Permissions(ask=["think"]))
-    assert decision("think", asks, needs_confirmation=False) is Decision.ASK
-    # patterns are case-sensitive
-    assert decision("Read_file", session, needs_confirmation=True) is Decision.ASK
-    # session rules first, then the file's
-    assert decision("x", Session.new(), Permissions(deny=["x"]), needs_confirmation=False) is (
-        Decision.DENY
-    )
-    assert decision("shell", plain, needs_confirmation=True, approved_tools={"shell"}) is (
-        Decision.ALLOW
-    )
-    assert decision("shell", plain, needs_confirmation=True, approve_all=True) is Decision.ALLOW
-    yolo = Session.new(tools_approved=True, permissions=Permissions(deny=["rm"]))
-    assert decision("shell", yolo, needs_confirmation=True) is Decision.ALLOW
-    assert decision("rm", yolo, needs_confirmation=True) is Decision.DENY
 
 
 AGENT = AgentConfig(name="root", model="a/b", instruction="Be brief.", add_date=True)

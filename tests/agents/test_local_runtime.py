@@ -20,6 +20,7 @@ from greenroom.agents import (
     QueuedMessage,
     ResumeRequest,
     Runtime,
+    ToolContext,
     ToolResult,
     build_tools,
 )
@@ -70,10 +71,10 @@ class ShellCalls:
         self.calls.append(dict(arguments))
         return ToolResult(f"ran {arguments.get('cmd')}")
 
-    def tools_for(self, agent: AgentConfig) -> AgentTools:
-        base = build_tools(agent.toolsets)
-        shell = FunctionTool(SHELL_SPEC, self.run, needs_confirmation=True)
-        return AgentTools({**base.tools, "shell": shell}, base.unavailable)
+    def tools_for(self, agent: AgentConfig, context: ToolContext) -> AgentTools:
+        tools = build_tools(agent.toolsets, context)
+        tools.tools["shell"] = FunctionTool(SHELL_SPEC, self.run)  # not read-only: asks
+        return tools
 
 
 def stopped(io: FakeIO) -> StreamStopped:
@@ -110,10 +111,9 @@ async def test_text_answer_streams_deltas_and_stores_the_message() -> None:
     assert answer.message.model == "fake/main"
     assert answer.id > 0
     request = provider.requests[0]
-    assert [(m.role, m.content) for m in request.messages] == [
-        ("system", "You are the root agent."),
-        ("user", "hi"),
-    ]
+    assert [m.role for m in request.messages] == ["system", "user"]
+    system = request.messages[0].content
+    assert system.startswith("You are the root agent.\n\n## Using the think tool")
     assert [t.name for t in request.tools] == ["think"]
     assert (io.session.input_tokens, io.session.output_tokens) == (10, 5)
     usage = io.of(TokenUsage)[0].usage
@@ -151,14 +151,14 @@ async def test_tool_call_runs_the_think_tool_then_calls_the_model_again() -> Non
     assert event.tool_call == think
     assert event.tool_definition["name"] == "think"
     response = io.of(ToolCallResponse)[0]
-    assert (response.tool_call_id, response.response) == ("c1", "Thought noted.")
+    assert (response.tool_call_id, response.response) == ("c1", "Thoughts:\nplan first")
     assert roles(io.messages()) == ["user", "assistant", "tool", "assistant"]
     tool_message = io.messages()[2].message
     assert (tool_message.tool_call_id, tool_message.is_error) == ("c1", False)
     second = provider.requests[1].messages
     assert roles(second) == ["system", "user", "assistant", "tool"]
     assert second[2].tool_calls == (think,)
-    assert second[3].content == "Thought noted."
+    assert second[3].content == "Thoughts:\nplan first"
     assert (io.session.input_tokens, io.session.output_tokens) == (30, 8)
 
 
@@ -171,7 +171,7 @@ async def test_unknown_tool_and_bad_arguments_give_error_results() -> None:
     results = [m.message for m in io.messages() if m.role == "tool"]
     assert [(r.tool_call_id, r.is_error) for r in results] == [("c1", True), ("c2", True)]
     assert "not available" in results[0].content
-    assert "not valid JSON" in results[1].content
+    assert results[1].content.startswith("Error calling tool: invalid arguments:")
 
 
 async def test_max_iterations_stops_a_model_that_keeps_calling_tools() -> None:
@@ -458,7 +458,7 @@ async def test_ask_rule_asks_even_for_a_tool_that_needs_no_confirmation(autojump
     async with trio.open_nursery() as nursery:
         await run_until_confirmation(runtime, io, nursery)
         await runtime.resume(ResumeRequest("approve"))
-    assert io.of(ToolCallResponse)[0].response == "Thought noted."
+    assert io.of(ToolCallResponse)[0].response == "Thoughts:\nt"
 
 
 async def test_cancel_while_waiting_for_confirmation_closes_the_open_call(autojump_clock) -> None:
@@ -471,7 +471,7 @@ async def test_cancel_while_waiting_for_confirmation_closes_the_open_call(autoju
             scope.cancel()
     result = io.messages()[-1].message
     assert (result.role, result.tool_call_id, result.is_error) == ("tool", "c9", True)
-    assert "interrupted" in result.content
+    assert result.content == "The tool call was canceled by the user."
     assert stopped(io).reason == "canceled"
     with pytest.raises(NoPendingRequest):
         await runtime.resume(ResumeRequest("approve"))
@@ -528,10 +528,17 @@ async def test_add_date_puts_today_in_the_system_prompt() -> None:
 
 async def test_unavailable_toolsets_are_reported_as_a_warning() -> None:
     provider = FakeProvider(text("ok"))
-    yaml_text = "agents:\n  root:\n    model: fake/m\n    toolsets:\n      - type: shell\n"
+    yaml_text = (
+        "agents:\n  root:\n    model: fake/m\n    toolsets:\n      - type: lsp\n"
+        "      - type: shell\n        env: [not, a, mapping]\n"
+    )
     io = start(FakeIO(), "q")
     await make_runtime(provider, yaml_text).run_stream(io)
-    assert io.of(Warning)[0].message == "toolsets not available yet, skipped: shell"
+    assert io.of(Warning)[0].message == (
+        "Some toolsets failed to initialize for agent 'root'.\n\nDetails:\n\n"
+        "- toolset lsp is not supported by greenroom yet\n"
+        "- toolset shell failed: env must be a mapping of strings"
+    )
     assert provider.requests[0].tools == ()
 
 

@@ -475,6 +475,13 @@ async def _queue(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("approvals")
+async def _approvals(c: Client, env: Env, sid: str) -> Response:
+    r = await c.get(f"/api/sessions/{sid}/approvals")
+    assert await body_of(r) == []  # decisions are recorded by turns (tests/test_tools_e2e.py)
+    return r
+
+
 @case("recovery")
 async def _recovery(c: Client, env: Env, sid: str) -> Response:
     await add_message(c, sid, "user", "kept")

@@ -1,0 +1,257 @@
+"""Running the tool calls of one model response: checks, approval, execution, results.
+
+Each call is checked first: an unknown tool, arguments that are not a JSON object or that
+fail the tool's schema become a tool error the model sees (upstream texts); such a call never
+asks and never runs. Then the approval order of ``_permissions`` decides. A call that asks
+emits ``tool_call_confirmation`` and waits for the answer (one question at a time; with a
+``confirmation_timeout`` an unanswered question is rejected). Every answer is audited on the
+session through :meth:`TurnIO.record_approval`.
+
+Consecutive calls that need no question and whose tools are read-only run concurrently, each
+a child task of the turn; any other call runs alone, in order, so a write is never reordered
+with the reads around it. Results are recorded in call order. A cancelled turn cancels every
+running call; the calls left without a result are recorded as cancelled by the runtime.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import jsonschema
+import trio
+
+from greenroom.domain import (
+    Approval,
+    ChatMessage,
+    ImageURL,
+    Message,
+    MessagePart,
+    Permissions,
+    ToolCall,
+    ToolCallConfirmation,
+    ToolCallEvent,
+    ToolCallResponse,
+    utcnow,
+)
+
+from ._confirm import Confirmations, is_approval
+from ._permissions import Decision, decide
+from ._runtime import ResumeRequest, TurnIO
+from .tools import AgentTools, Tool, ToolResult, tool_definition
+
+log = logging.getLogger(__name__)
+
+CANCELLED = "The tool call was canceled by the user."
+NO_OUTPUT = "(no output)"
+
+
+@attrs.frozen
+class Prepared:
+    """A call after its checks: the tool and arguments, or the error result it gets."""
+
+    call: ToolCall
+    tool: Tool | None
+    arguments: Mapping[str, Any] | None
+    definition: Any
+    failure: ToolResult | None = None
+
+
+def _invalid(text: str) -> ToolResult:
+    return ToolResult(f"Error calling tool: invalid arguments: {text}", is_error=True)
+
+
+def _schema_error(exc: jsonschema.ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
+    return f"{exc.message} at ${path}"
+
+
+def prepare(call: ToolCall, tools: AgentTools) -> Prepared:
+    name = call.function.name
+    tool = tools.tools.get(name)
+    if tool is None:
+        text = f"Tool '{name}' is not available. You can only use the tools provided to you."
+        return Prepared(call, None, None, {"name": name}, ToolResult(text, is_error=True))
+    definition = tool_definition(tool)
+    try:
+        arguments = json.loads(call.function.arguments or "{}")
+    except ValueError as exc:
+        return Prepared(call, tool, None, definition, _invalid(str(exc)))
+    if not isinstance(arguments, dict):
+        return Prepared(call, tool, None, definition, _invalid("expected a JSON object"))
+    # Upstream drops keys whose value is null before a call (optional arguments left unset).
+    arguments = {k: v for k, v in arguments.items() if v is not None}
+    try:
+        validator = jsonschema.Draft202012Validator(dict(tool.spec.parameters))
+        problem = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except jsonschema.SchemaError:
+        problem = None  # a tool with a broken schema is the tool's problem, not the model's
+    if problem is not None:
+        return Prepared(call, tool, arguments, definition, _invalid(_schema_error(problem)))
+    return Prepared(call, tool, arguments, definition)
+
+
+def digest(arguments_text: str) -> str:
+    return "sha256:" + hashlib.sha256(arguments_text.encode()).hexdigest()
+
+
+@attrs.define
+class ToolCalls:
+    """The tool-call machinery of one runtime (its confirmation rendezvous and options)."""
+
+    confirmations: Confirmations
+    file_permissions: Permissions | None
+    confirmation_timeout: float | None = None
+    now: Callable[[], dt.datetime] = utcnow
+
+    async def run_batch(
+        self,
+        io: TurnIO,
+        agent_name: str,
+        tools: AgentTools,
+        calls: tuple[ToolCall, ...],
+        on_recorded: Callable[[ToolCall], None],
+    ) -> None:
+        """Run ``calls`` and record their results in call order (see the module docstring)."""
+        prepared = [prepare(call, tools) for call in calls]
+        index = 0
+        while index < len(prepared):
+            group = [prepared[index]]
+            if self._parallel(io, group[0]):
+                while index + len(group) < len(prepared) and self._parallel(
+                    io, prepared[index + len(group)]
+                ):
+                    group.append(prepared[index + len(group)])
+            results = await self._run_group(io, agent_name, group)
+            for item, result in zip(group, results, strict=True):
+                assert result is not None
+                await self._record(io, agent_name, item, result)
+                on_recorded(item.call)
+            index += len(group)
+
+    async def _run_group(
+        self, io: TurnIO, agent_name: str, group: list[Prepared]
+    ) -> list[ToolResult | None]:
+        results: list[ToolResult | None] = [None] * len(group)
+
+        async def one(slot: int, item: Prepared) -> None:
+            results[slot] = await self._run_one(io, agent_name, item)
+
+        if len(group) == 1:
+            await one(0, group[0])
+            return results
+        async with trio.open_nursery() as nursery:  # each call a child task of the turn
+            for slot, item in enumerate(group):
+                nursery.start_soon(one, slot, item)
+        return results
+
+    def _parallel(self, io: TurnIO, item: Prepared) -> bool:
+        """Whether ``item`` may run beside its neighbours: read-only and allowed as it is."""
+        if item.failure is not None or item.tool is None or not item.tool.annotations.read_only:
+            return False
+        verdict = decide(
+            item.call.function.name,
+            item.arguments,
+            session=io.session,
+            file_permissions=self.file_permissions,
+            read_only=True,
+            now=self.now(),
+        )
+        return verdict.decision is Decision.ALLOW
+
+    async def _run_one(self, io: TurnIO, agent_name: str, item: Prepared) -> ToolResult:
+        if item.failure is not None or item.tool is None:
+            return item.failure or ToolResult("", is_error=True)
+        call, tool = item.call, item.tool
+        name = call.function.name
+        verdict = decide(
+            name,
+            item.arguments,
+            session=io.session,
+            file_permissions=self.file_permissions,
+            read_only=tool.annotations.read_only,
+            now=self.now(),
+        )
+        if verdict.decision is Decision.DENY:
+            return ToolResult(verdict.message, is_error=True)
+        if verdict.decision is Decision.ASK:
+            answer = await self._ask(io, agent_name, item)
+            if not is_approval(answer):
+                reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
+                return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
+        await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
+        try:
+            return await tool.call(item.arguments or {})
+        except Exception as exc:
+            log.warning("session %s: tool %s failed", io.session.id, name, exc_info=True)
+            return ToolResult(f"Error calling tool: {exc}", is_error=True)
+
+    async def _ask(self, io: TurnIO, agent_name: str, item: Prepared) -> ResumeRequest:
+        call = item.call
+        event = ToolCallConfirmation(call, item.definition, agent_name, io.session.id)
+        timed_out = False
+        answer: ResumeRequest | None = None
+        with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:
+            answer = await self.confirmations.ask(lambda: io.emit(event))
+        if scope.cancelled_caught or answer is None:
+            timed_out = True
+            answer = ResumeRequest(
+                "reject", reason=f"no answer within {self.confirmation_timeout:g} seconds"
+            )
+        await io.record_approval(self._approval(item, answer, timed_out))
+        return answer
+
+    def _approval(self, item: Prepared, answer: ResumeRequest, timed_out: bool) -> Approval:
+        now = self.now()
+        name = item.call.function.name
+        decision: str = "timeout" if timed_out else answer.type
+        grant = ""
+        expires_at = None
+        if answer.type == "approve-tool":
+            grant = answer.tool_name or name
+        if answer.expires_in is not None and answer.type in ("approve-tool", "approve-autonomous"):
+            expires_at = now + dt.timedelta(seconds=answer.expires_in)
+            if answer.type == "approve-autonomous":
+                decision = "approve-session"  # a grant that expires, not a policy switch
+        return Approval(
+            tool=name,
+            decision=decision,
+            decided_at=now,
+            arguments_digest=digest(item.call.function.arguments),
+            tool_call_id=item.call.id,
+            decided_by=answer.decided_by,
+            expires_at=expires_at,
+            grant=grant,
+            reason=answer.reason,
+        )
+
+    async def _record(
+        self, io: TurnIO, agent_name: str, item: Prepared, result: ToolResult
+    ) -> None:
+        call = item.call
+        parts: tuple[MessagePart, ...] = ()
+        content = result.output if result.output.strip() else NO_OUTPUT
+        if result.images:
+            urls = [ImageURL(f"data:{i.mime_type};base64,{i.data}", "auto") for i in result.images]
+            parts = (
+                MessagePart("text", content),
+                *(MessagePart("image_url", image_url=url) for url in urls),
+            )
+        chat = ChatMessage(
+            role="tool",
+            content=content,
+            multi_content=parts,
+            tool_call_id=call.id,
+            is_error=result.is_error,
+            created_at=utcnow(),
+        )
+        await io.add_message(Message(chat, agent_name=agent_name))
+        session_id = io.session.id
+        await io.emit(
+            ToolCallResponse(call.id, result.output, item.definition, agent_name, session_id)
+        )

@@ -1,0 +1,37 @@
+"""Built-in toolsets: one module per toolset type, all registered in ``TOOLSET_BUILDERS``."""
+
+from . import (  # noqa: F401  (each registers its builder)
+    _api,
+    _fetch,
+    _filesystem,
+    _memory,
+    _model_picker,
+    _openapi,
+    _script,
+    _shell,
+    _think,
+    _todo,
+    _user_prompt,
+)
+from ._base import (
+    OUTPUT_LIMIT as OUTPUT_LIMIT,
+    FunctionTool as FunctionTool,
+    Image as Image,
+    Tool as Tool,
+    ToolAnnotations as ToolAnnotations,
+    ToolContext as ToolContext,
+    ToolHost as ToolHost,
+    ToolResult as ToolResult,
+    limit_output as limit_output,
+    tool_definition as tool_definition,
+)
+from ._registry import (
+    TOOLSET_BUILDERS as TOOLSET_BUILDERS,
+    AgentTools as AgentTools,
+    Toolset as Toolset,
+    ToolsetBuilder as ToolsetBuilder,
+    ToolsetError as ToolsetError,
+    ToolsFor as ToolsFor,
+    build_tools as build_tools,
+    default_tools_for as default_tools_for,
+)

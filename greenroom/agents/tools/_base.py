@@ -1,0 +1,194 @@
+"""What every tool is: a spec the model sees, annotations that drive approval, and a call.
+
+A :class:`Tool` has a :class:`~greenroom.agents.providers._base.ToolSpec` (name, description,
+JSON-schema parameters), :class:`ToolAnnotations` (MCP's hints: ``readOnlyHint`` tools run
+without asking by default), a ``category`` and an async ``call`` taking the decoded arguments.
+Builders get a :class:`ToolContext` saying where the session works and how to reach the user.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from .._elicitation import ElicitationAnswer
+from ..providers._base import ToolSpec
+
+OUTPUT_LIMIT = 30_000
+"""Bytes of output a shell, script or API tool returns before it is truncated (upstream)."""
+TRUNCATED_NOTE = "\n\n[Output truncated: exceeded 30,000 character limit]"
+
+
+def limit_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes (on a character boundary) plus the upstream note."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode(errors="ignore") + TRUNCATED_NOTE
+
+
+@attrs.frozen
+class ToolAnnotations:
+    """MCP tool annotations; ``read_only`` tools run without confirmation by default."""
+
+    title: str = ""
+    read_only: bool = False
+    destructive: bool | None = None
+    idempotent: bool = False
+    open_world: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.title:
+            out["title"] = self.title
+        if self.read_only:
+            out["readOnlyHint"] = True
+        if self.destructive is not None:
+            out["destructiveHint"] = self.destructive
+        if self.idempotent:
+            out["idempotentHint"] = True
+        if self.open_world is not None:
+            out["openWorldHint"] = self.open_world
+        return out
+
+
+READ_ONLY = ToolAnnotations(read_only=True)
+
+
+@attrs.frozen
+class Image:
+    data: str  # base64
+    mime_type: str
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool returns: ``output`` for the model, ``meta`` for user interfaces only."""
+
+    output: str
+    is_error: bool = False
+    meta: Any = None
+    images: tuple[Image, ...] = ()
+
+
+def error(output: str, meta: Any = None) -> ToolResult:
+    return ToolResult(output, is_error=True, meta=meta)
+
+
+class Tool(Protocol):
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    @property
+    def annotations(self) -> ToolAnnotations: ...
+
+    @property
+    def category(self) -> str: ...
+
+    async def call(self, arguments: Mapping[str, Any]) -> ToolResult:
+        """Run the tool; return an error result (or raise) when it fails."""
+
+
+ToolHandler = Callable[[Mapping[str, Any]], Awaitable[ToolResult | str]]
+
+
+@attrs.frozen
+class FunctionTool:
+    """A tool backed by an async function returning the output (or a :class:`ToolResult`)."""
+
+    spec: ToolSpec
+    handler: ToolHandler
+    annotations: ToolAnnotations = ToolAnnotations()
+    category: str = ""
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return not self.annotations.read_only
+
+    async def call(self, arguments: Mapping[str, Any]) -> ToolResult:
+        result = await self.handler(arguments)
+        return result if isinstance(result, ToolResult) else ToolResult(result)
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """The JSON ``tool_definition`` carried by tool events (spec §1.1)."""
+    spec = tool.spec
+    out: dict[str, Any] = {"name": spec.name}
+    if tool.category:
+        out["category"] = tool.category
+    if spec.description:
+        out["description"] = spec.description
+    out["parameters"] = dict(spec.parameters)
+    out["annotations"] = tool.annotations.to_json()
+    return out
+
+
+def schema(
+    properties: Mapping[str, Mapping[str, Any]],
+    required: tuple[str, ...] = (),
+    *,
+    closed: bool = True,
+) -> dict[str, Any]:
+    """A parameters schema: ``required`` as given, no extra properties unless ``closed=False``."""
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {k: dict(v) for k, v in properties.items()},
+    }
+    if required:
+        out["required"] = list(required)
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def strings(description: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+class ToolHost(Protocol):
+    """What a runtime offers the tools it runs (user questions, the model picker)."""
+
+    async def elicit(
+        self, message: str, *, schema: Any = None, meta: Mapping[str, Any] | None = None
+    ) -> ElicitationAnswer:
+        """Ask the user (an ``elicitation_request``); returns their answer."""
+
+    async def change_model(self, ref: str) -> str:
+        """Use model ``ref`` for the current agent; returns the ref now used."""
+
+    async def revert_model(self) -> None: ...
+
+
+def process_cwd() -> Path:
+    return Path(os.getcwd())
+
+
+@attrs.frozen
+class ToolContext:
+    """What a toolset builder may use.
+
+    Args:
+        working_dir: the session's working directory (confinement root of ``filesystem``).
+        data_dir: greenroom's data directory (``memory`` databases live under it).
+        agent_file: path of the agent file (names per-agent state such as memory).
+        agent_name: the agent the tools belong to.
+        env: the environment shell-like tools start from (and ``${env.X}`` expands from).
+        host: the runtime, for tools it manages (None where no runtime runs them).
+    """
+
+    working_dir: Path = attrs.field(factory=process_cwd, converter=Path)
+    data_dir: Path = attrs.field(
+        factory=lambda: Path.home() / ".local/share/greenroom", converter=Path
+    )
+    agent_file: str = ""
+    agent_name: str = ""
+    env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    host: ToolHost | None = None

@@ -1,0 +1,132 @@
+"""Child processes of tools: each in a new process group, killed as a group.
+
+A command runs in its own session (``start_new_session``), so its process group holds the
+shell, its children and their children. A timeout or a cancelled turn sends SIGTERM to the
+whole group and returns at once, without waiting for the processes to exit (as upstream). The
+killed processes are reaped later: every new spawn polls the ones killed before, so none stays
+a zombie for longer than the next command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+_unreaped: list[trio.Process] = []
+
+
+def reap() -> None:
+    """Collect exit statuses of killed processes that have exited by now."""
+    _unreaped[:] = [proc for proc in _unreaped if proc.poll() is None]
+
+
+def kill_group(proc: trio.Process) -> str:
+    """SIGTERM the process group of ``proc``; returns an error text, "" on success."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # the whole group is gone already
+    except OSError as exc:
+        return str(exc)
+    if proc not in _unreaped:
+        _unreaped.append(proc)
+    return ""
+
+
+def exit_text(returncode: int) -> str:
+    """Go's ``exec.ExitError`` text: ``exit status N`` or ``signal: <name>``."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+    return "signal: " + {"SIGTERM": "terminated", "SIGKILL": "killed", "SIGINT": "interrupt"}.get(
+        name, name.lower().removeprefix("sig")
+    )
+
+
+def go_duration(seconds: float) -> str:
+    """``30s``, ``2m0s``, ``1h0m0s``: the text Go prints for a duration."""
+    whole = int(seconds)
+    if whole != seconds or whole < 60:
+        return f"{seconds:g}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes}m{secs}s" if hours else f"{minutes}m{secs}s"
+
+
+@attrs.frozen
+class Finished:
+    output: bytes
+    returncode: int | None  # None: timed out and killed
+    timed_out: bool = False
+
+
+async def spawn(
+    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], stdout: int | object
+) -> trio.Process:
+    """Start ``argv`` in a new process group with stdin closed and stderr merged."""
+    reap()
+    return await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,  # type: ignore[arg-type]
+        stderr=subprocess.STDOUT,
+        cwd=str(cwd),
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
+async def run_captured(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    limit: int,
+    deadline: float = float("inf"),
+) -> Finished:
+    """Run ``argv`` to completion, keeping the first ``limit`` bytes of its merged output.
+
+    Waits for the process to exit *and* for its output pipe to close (a child that keeps the
+    pipe open holds the call, as upstream). On the deadline the group is killed and the output
+    so far returned; when the caller is cancelled the group is killed and Cancelled propagates.
+
+    Raises:
+        OSError: the command could not be started.
+    """
+    proc = await spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
+    buffer = bytearray()
+    stream = proc.stdout
+    assert stream is not None
+
+    async def pump() -> None:
+        async with stream:
+            while chunk := await stream.receive_some(65536):
+                if len(buffer) < limit:
+                    buffer.extend(chunk[: limit - len(buffer)])
+
+    finished = False
+    try:
+        with trio.move_on_at(deadline):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pump)
+                await proc.wait()
+            finished = True
+    finally:
+        if not finished:
+            kill_group(proc)
+            if isinstance(stream, trio.lowlevel.FdStream):
+                with contextlib.suppress(trio.ClosedResourceError, OSError):
+                    stream.close()  # sync: safe in a cancelled task
+    if not finished:
+        return Finished(bytes(buffer), None, timed_out=True)
+    return Finished(bytes(buffer), proc.returncode)
