@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ bench: $(STAMP)  # by hand, a few minutes; figures go into docs/benchmarks.md
 	$(BIN)/python bench/store.py
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/transport.py
+
+fuzz: $(STAMP)  # by hand, a few minutes: schemathesis, all phases and checks, many examples
+	$(BIN)/python -m tests.fuzz.run --examples $(or $(EXAMPLES),100) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
