@@ -44,9 +44,10 @@ def _check_depth(raw: str) -> None:
             depth -= 1
 
 
-def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
-    """Decode a JSON body: 413 over ``limit``; 400 for bad UTF-8, bad JSON, deep nesting, or a
-    value no store can keep (``domain.check_value``)."""
+def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None, check: bool = True) -> Any:
+    """Decode a JSON body: 413 over ``limit``; 400 for bad UTF-8, bad JSON, deep nesting, or
+    (unless ``check`` is False: the caller checks) a value no store can keep
+    (``domain.check_value``)."""
     if len(data) > limit:
         raise PayloadTooLarge(f"request body is larger than {limit} bytes")
     if not data.strip():
@@ -66,7 +67,8 @@ def load_json(data: bytes, *, limit: int = MAX_BODY, empty: Any = None) -> Any:
         ) from None
     except RecursionError:
         raise InvalidRequest(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    check_value(value)  # storable: no lone surrogates, 64-bit integers, finite numbers
+    if check:
+        check_value(value)  # storable: no lone surrogates, 64-bit integers, finite numbers
     return value
 
 

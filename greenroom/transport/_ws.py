@@ -18,7 +18,7 @@ from quart import Response, websocket
 from quart_trio import QuartTrio
 
 from greenroom.actors import LogEntry, RunStream, Subscription
-from greenroom.domain import SessionExited, parse
+from greenroom.domain import SessionExited, check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthorized
 
 from ._cross_site import check_request
@@ -136,11 +136,16 @@ class Connection:
             raw = await websocket.receive()
             data = raw.encode() if isinstance(raw, str) else raw
             try:
-                frame = load_json(data, limit=MAX_BODY)
+                frame = load_json(data, limit=MAX_BODY, check=False)
                 if not isinstance(frame, dict):
                     raise InvalidRequest("$: a frame must be a JSON object")
             except GreenroomError as exc:
                 self.fail(None, exc)
+                continue
+            try:
+                check_value(frame)
+            except GreenroomError as exc:  # the reply still names the frame when it can
+                self.fail(_reply_id(frame.get("id")), exc)
                 continue
             await self._limiter.acquire_on_behalf_of(frame_ref := object())
             assert self._nursery is not None
@@ -252,6 +257,17 @@ def _param(frame: dict[str, Any], key: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return _text(frame, key)
+
+
+def _reply_id(value: Any) -> Any:
+    """A frame's id as it can be echoed back: a storable string or number, else None."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        try:
+            check_value(value)
+        except GreenroomError:
+            return None
+        return value
+    return None
 
 
 def _scalar_text(value: Any) -> str:

@@ -276,19 +276,19 @@ async def close_transport(conn: WebSocketConnection) -> None:
 
 
 async def ws_handshake(
-    url: str, headers: list[tuple[str, str]]
+    url: str, headers: list[tuple[str, str]], *, host: str | None = None
 ) -> tuple[int, dict[str, str], bytes]:
     """A raw WebSocket opening handshake: (status, headers, body) of the server's answer.
 
     For refusals: trio-websocket leaks its socket when the server rejects the handshake.
     """
-    host, _, port = url.removeprefix("http://").partition(":")
+    address, _, port = url.removeprefix("http://").partition(":")
     conn = h11.Connection(h11.CLIENT)
     request = h11.Request(
         method="GET",
         target="/api/ws",
         headers=[
-            ("Host", f"{host}:{port}"),
+            ("Host", host or f"{address}:{port}"),
             ("Upgrade", "websocket"),
             ("Connection", "Upgrade"),
             ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
@@ -297,7 +297,7 @@ async def ws_handshake(
         ],
     )
     with trio.fail_after(10):
-        stream = await trio.open_tcp_stream(host, int(port))
+        stream = await trio.open_tcp_stream(address, int(port))
         async with stream:
             await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
             status, answer, body = 0, {}, b""
@@ -315,3 +315,116 @@ async def ws_handshake(
                     body += bytes(event.data)
                 elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
                     return status, answer, body
+
+
+# --- raw HTTP/1.1 ----------------------------------------------------------------------------
+
+
+@attrs.define
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class RawConnection:
+    """One HTTP/1.1 connection driven by hand."""
+
+    def __init__(self, stream: trio.SocketStream, host: str) -> None:
+        self.stream = stream
+        self.host = host
+        self.buffer = b""
+
+    @classmethod
+    async def open(cls, live: Live) -> RawConnection:
+        host, _, port = live.url.removeprefix("http://").partition(":")
+        with trio.fail_after(5):
+            stream = await trio.open_tcp_stream(host, int(port))
+        return cls(stream, f"{host}:{port}")
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> bytes:
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}"]
+        all_headers = dict(headers or {})
+        if body is not None and "Transfer-Encoding" not in all_headers:
+            all_headers.setdefault("Content-Length", str(len(body)))
+            all_headers.setdefault("Content-Type", "application/json")
+        lines += [f"{k}: {v}" for k, v in all_headers.items()]
+        return "\r\n".join(lines).encode() + b"\r\n\r\n" + (body or b"")
+
+    async def send(self, data: bytes) -> None:
+        with trio.fail_after(10):
+            await self.stream.send_all(data)
+
+    async def _fill(self) -> None:
+        data = await self.stream.receive_some(65536)
+        if not data:
+            raise EOFError("connection closed by the server")
+        self.buffer += data
+
+    async def _take_until(self, marker: bytes) -> bytes:
+        while marker not in self.buffer:
+            await self._fill()
+        head, _, self.buffer = self.buffer.partition(marker)
+        return head
+
+    async def _take(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            await self._fill()
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    async def response(self, *, within: float = 5) -> RawResponse:
+        with trio.fail_after(within):
+            head = (await self._take_until(b"\r\n\r\n")).decode("latin-1")
+            status_line, *header_lines = head.split("\r\n")
+            status = int(status_line.split(" ")[1])
+            headers: dict[str, str] = {}
+            for line in header_lines:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            if headers.get("transfer-encoding") == "chunked":
+                body = b""
+                while True:
+                    size = int(await self._take_until(b"\r\n"), 16)
+                    chunk = await self._take(size + 2)
+                    if size == 0:
+                        break
+                    body += chunk[:-2]
+            else:
+                body = await self._take(int(headers.get("content-length", "0")))
+        return RawResponse(status, headers, body)
+
+    async def eof_within(self, seconds: float) -> bool:
+        """True when the server closes the connection within ``seconds``."""
+        with trio.move_on_after(seconds):
+            try:
+                while True:
+                    await self._fill()
+            except (EOFError, trio.BrokenResourceError):
+                return True
+        return False
+
+
+async def assert_healthy(live: Live) -> None:
+    """A fresh connection still gets /health answered."""
+    conn = await RawConnection.open(live)
+    try:
+        await conn.send(conn.request_bytes("GET", "/health"))
+        r = await conn.response()
+        assert r.status == 200
+        assert r.json()["status"] == "ok"
+    finally:
+        await conn.aclose()
