@@ -37,6 +37,7 @@ from greenroom.errors import (
     MessageNotFound,
     SessionNotFound,
     StoreError,
+    UnstorableValue,
 )
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
 
@@ -645,3 +646,29 @@ async def test_an_error_in_the_block_comes_out_as_raised(kind: str, tmp_path: Pa
     with pytest.raises(KeyError, match="mine"):
         async with open_store(kind, tmp_path) as opened:
             raise KeyError("mine")
+
+
+# --- values no store can keep ----------------------------------------------------------------
+
+
+async def test_unstorable_values_fail_that_one_write(store: Store) -> None:
+    """Defence behind the edge: a lone surrogate or an integer beyond 64 bits fails its own
+    write with UnstorableValue; the store keeps serving and holds nothing of it."""
+    lone = "\ud800"
+    await store.add_session(session("s1", 0, msg("user", "hi")))
+    with pytest.raises(UnstorableValue):
+        await store.add_session(session("s2", 1, title=lone))
+    with pytest.raises(UnstorableValue):
+        await store.update_title("s1", lone)
+    with pytest.raises(UnstorableValue):
+        await store.add_message("s1", msg("user", lone))
+    with pytest.raises(UnstorableValue):
+        await store.update_tokens("s1", 2**63, 0, 0.0)
+    with pytest.raises(UnstorableValue):
+        await store.update_session(attrs.evolve(await store.get_session("s1"), title=lone))
+    stored = await store.get_session("s1")
+    assert (stored.title, stored.input_tokens) == ("", 0)
+    assert [m.content for m in messages_of(stored.items)] == ["hi"]
+    assert [s.id for s in await store.list_sessions()] == ["s1"]
+    await store.update_title("s1", "fine")  # and the next good write goes through
+    assert (await store.get_session("s1")).title == "fine"
