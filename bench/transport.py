@@ -350,7 +350,7 @@ def start_server(
 ) -> tuple[Any, str]:
     """Start ``greenroom serve`` and wait (bounded) for its ``listening`` line."""
     command = [*base, "serve", str(agent), "--port", "0", "--db", ":memory:"]
-    command += ["--log-level", "warning"]
+    command += ["--log-level", "warning", "--max-connections-per-client", "0"]
     with (workdir / "server.out").open("wb") as out, (workdir / "server.err").open("wb") as err:
         server = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
     processes.append(server)
