@@ -49,6 +49,19 @@ def statuses(op: Operation) -> set[int]:
     return out
 
 
+def _errors(*codes: int) -> JSON:
+    """Error responses (the Error schema) for ``codes``; 429 carries Retry-After."""
+    out: JSON = {}
+    for status in codes:
+        out[str(status)] = {
+            "description": _ERROR_TEXT.get(status, "Error"),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+    if "429" in out:
+        out["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    return out
+
+
 def _error_schema() -> JSON:
     return {
         "type": "object",
@@ -117,12 +130,7 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
             "description": _ALSO_TEXT[status],
             "content": {"application/json": {"schema": {"type": "object"}}},
         }
-    for status in sorted(statuses(op)):
-        responses[str(status)] = {
-            "description": _ERROR_TEXT.get(status, "Error"),
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-        }
-    responses["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    responses.update(_errors(*sorted(statuses(op))))
     if op.name in LINKS:
         responses[str(op.success)]["links"] = LINKS[op.name]
     out: JSON = {
@@ -189,14 +197,23 @@ def build_openapi(*, secured: bool = True) -> dict[str, Any]:
             "operationId": "websocket",
             "summary": "WebSocket API: every operation above as an op, plus subscriptions "
             "(see docs/websocket.md)",
-            "responses": {"101": {"description": "Switching Protocols"}},
+            "responses": {
+                "101": {"description": "Switching Protocols"},
+                **_errors(401, 403, 405, 421, 429),
+            },
         }
     }
     paths["/openapi.json"] = {
         "get": {
             "operationId": "openapi",
             "summary": "This document",
-            "responses": {"200": {"description": "OpenAPI 3.1 document"}},
+            "responses": {
+                "200": {
+                    "description": "OpenAPI 3.1 document",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                **_errors(401, 405, 421, 429),
+            },
         }
     }
     builder.events()
