@@ -14,6 +14,7 @@ from ._base import ModelConfig, Provider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
 from .anthropic_provider import AnthropicProvider
 from .echo import EchoProvider
+from .google_provider import GoogleProvider
 from .openai_provider import OpenAIProvider
 from .scripted import ScriptedProvider
 
@@ -62,7 +63,9 @@ def make_provider(
     match api:
         case "anthropic":
             return AnthropicProvider(config, env=env)
-        case "google" | "bedrock":
+        case "google":
+            return GoogleProvider(config, env=env)
+        case "bedrock":
             raise InvalidRequest(
                 f"model {config.name!r}: provider {config.provider!r} is not served yet",
                 path=f"$.models.{config.name}.provider",
