@@ -27,6 +27,7 @@ from ._factory import (
 from ._keys import KEYLESS_PLACEHOLDER as KEYLESS_PLACEHOLDER
 from ._retry import Backoff as Backoff
 from .anthropic_provider import AnthropicProvider as AnthropicProvider
+from .bedrock_provider import BedrockProvider as BedrockProvider
 from .echo import EchoProvider as EchoProvider
 from .google_provider import GoogleProvider as GoogleProvider
 from .openai_provider import OpenAIProvider as OpenAIProvider

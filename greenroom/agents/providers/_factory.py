@@ -13,6 +13,7 @@ from greenroom.errors import InvalidRequest
 from ._base import ModelConfig, Provider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
 from .anthropic_provider import AnthropicProvider
+from .bedrock_provider import BedrockProvider
 from .echo import EchoProvider
 from .google_provider import GoogleProvider
 from .openai_provider import OpenAIProvider
@@ -66,10 +67,7 @@ def make_provider(
         case "google":
             return GoogleProvider(config, env=env)
         case "bedrock":
-            raise InvalidRequest(
-                f"model {config.name!r}: provider {config.provider!r} is not served yet",
-                path=f"$.models.{config.name}.provider",
-            )
+            return BedrockProvider(config, env=env)
         case "echo":
             return EchoProvider.from_options(config.provider_opts)
         case "scripted":
