@@ -26,6 +26,7 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    StreamStopped,
     TokenUsage,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
@@ -55,9 +56,13 @@ class Turn:
     """Set once the model first answered, the turn failed before that, or the turn ended."""
     answered: bool = False
     failed: bool = False
+    stopped: bool = False
+    """``stream_stopped`` went out: nothing is offered to the run stream after it."""
 
     def note(self, event: Event) -> None:
-        """Watch the turn's events until it is settled (for the title task)."""
+        """Watch the turn's events: settled (for the title task), stopped."""
+        if isinstance(event, StreamStopped):
+            self.stopped = True
         if self.settled.is_set():
             return
         if isinstance(event, ANSWER_EVENTS):
@@ -75,7 +80,7 @@ class Turn:
 
     def offer(self, entry: LogEntry) -> None:
         """Best-effort, non-blocking delivery (used by tasks that must not hold the stream)."""
-        if self.send is None or not self.stream_open:
+        if self.send is None or not self.stream_open or self.stopped:
             return
         with contextlib.suppress(
             trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError

@@ -39,7 +39,8 @@ def make_provider(
     Args:
         config: the model; its endpoint and key variable are fixed for the provider's life.
         env: where API keys, ``*_BASE_URL`` variables and ``${VAR}`` references in endpoints
-            are read (keys when each call starts, endpoints now).
+            (``base_url: ${MY_GATEWAY}/v1``) are read (keys when each call starts, endpoints
+            now).
         base_dir: resolves a relative ``scripted`` script path (default: the working
             directory).
 
@@ -49,6 +50,9 @@ def make_provider(
     """
     api = api_of(config)
     vendor = VENDORS.get(config.provider)
+    if "${" in config.base_url:
+        expanded = expand_env(config.base_url, env, what=f"model {config.name!r} base_url")
+        config = attrs.evolve(config, base_url=expanded)
     if api is None:
         raise InvalidRequest(
             f"model {config.name!r} names an unknown provider {config.provider!r} "

@@ -14,7 +14,9 @@ with SigV4 using the AWS credentials found in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET
 (``AWS_SESSION_TOKEN``), else botocore's credential chain (profiles, SSO, container and
 instance roles), resolved in a worker thread. Region: ``provider_opts.region``, else
 ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else ``us-east-1``. Endpoint:
-``provider_opts.endpoint_url``, else ``base_url``, else the region's Bedrock runtime.
+``provider_opts.endpoint_url``, else ``base_url``, else the AWS SDKs' variables
+``AWS_ENDPOINT_URL_BEDROCK_RUNTIME`` and ``AWS_ENDPOINT_URL``, else the region's Bedrock
+runtime.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ class BedrockProvider:
         self.endpoint = (
             str(options.get("endpoint_url") or "")
             or config.base_url
+            or env.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "").strip()
+            or env.get("AWS_ENDPOINT_URL", "").strip()
             or f"https://bedrock-runtime.{self.region}.amazonaws.com"
         ).rstrip("/")
         self.profile = str(options.get("profile") or "")
