@@ -111,7 +111,8 @@ def diagnose(
     """Warning lines (``file:line: path: warning: what``) for ``config`` on this server.
 
     Args:
-        config: a parsed agent file (its own parse warnings are included first).
+        config: a parsed agent file (its own parse warnings are included, all in line
+            order).
         builders: the toolset table (default: ``TOOLSET_BUILDERS`` as it is now).
         docker: how to find out whether Docker's MCP gateway is here (probed only when a
             toolset needs it).
@@ -124,7 +125,14 @@ def diagnose(
             if problems:
                 where = f"{config.path}:{toolset.line}: agents.{agent.name}.toolsets[{index}]"
                 found.append((toolset.line, f"{where}: warning: {'; '.join(problems)}"))
-    return [*config.warnings, *(text for _, text in sorted(found, key=lambda f: f[0]))]
+    found += [(_line_of(config.path, text), text) for text in config.warnings]
+    return [text for _, text in sorted(found, key=lambda f: f[0])]
+
+
+def _line_of(path: str, text: str) -> int:
+    """The line number of a ``path:line: ...`` warning (0 when there is none)."""
+    number = text.removeprefix(f"{path}:").split(":", 1)[0]
+    return int(number) if number.isdigit() else 0
 
 
 def _toolset_problems(

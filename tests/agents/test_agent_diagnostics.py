@@ -8,6 +8,7 @@ sub-agents, a missing Docker MCP gateway). The fixture files are written for the
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from greenroom.agents import AgentFile, parse_agent_file
+from greenroom.agents import AgentFile, agent_file_to_json, parse_agent_file
 from greenroom.agents._diagnose import (
     DockerMcp,
     FileReport,
@@ -147,21 +148,21 @@ metadata: {author: someone}
 def test_warnings_name_what_greenroom_will_not_do() -> None:
     config = parse(WARNED)
     assert config.agents["root"].sub_agents == ("helper",)
-    lines = diagnose(config, docker=no_docker)
+    lines = diagnose(config, docker=no_docker, builders={"think": object()})
     expected = [
         "agent.yaml:4: agents.root.add_environment_info: warning: ignored",
         "agent.yaml:5: agents.root.sub_agents[1]: warning: agent 'agentcatalog/pirate' from "
         "a catalog or registry is not supported",
-        "agent.yaml:13: agents.helper.hooks: warning: ignored",
-        "agent.yaml:15: models.big.top_p: warning: ignored",
-        "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
-        "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
-        "agent.yaml:18: rag: warning: ignored",
         "agent.yaml:8: agents.root.toolsets[1]: warning: toolset type 'memory' is not "
         "supported by greenroom yet",
         "agent.yaml:9: agents.root.toolsets[2]: warning: toolset type 'mcp' is not supported "
         "by greenroom yet (left out); catalog server 'duckduckgo' needs Docker's MCP gateway "
         "(no docker CLI on PATH): install Docker Desktop",
+        "agent.yaml:13: agents.helper.hooks: warning: ignored",
+        "agent.yaml:15: models.big.top_p: warning: ignored",
+        "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
+        "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
+        "agent.yaml:18: rag: warning: ignored",
     ]
     assert len(lines) == len(expected), lines
     for line, start in zip(lines, expected, strict=True):
@@ -269,3 +270,29 @@ def test_serve_gets_the_same_warnings_at_startup(tmp_path: Path) -> None:
     assert warnings == diagnose(sources.get("team"))
     assert any("agents.root.sub_agents[1]: warning:" in line for line in warnings)
     assert all(line.startswith(f"{path}:") for line in warnings)
+
+
+def test_the_json_view_shows_providers_fallbacks_and_options() -> None:
+    config = parse(
+        """\
+        providers:
+          gw: {base_url: "http://gw/v1", token_key: GW_KEY}
+        models:
+          slow: {provider: echo, model: echo, provider_opts: {token_delay: 0.5}}
+        agents:
+          root:
+            model: slow
+            fallback: {models: [gw/m]}
+        """
+    )
+    data = agent_file_to_json(config)
+    assert data["providers"] == {
+        "gw": {
+            "base_url": "http://gw/v1",
+            "token_key": "GW_KEY",
+            "api_type": "openai_chatcompletions",
+        }
+    }
+    assert data["models"]["slow"]["provider_opts"] == {"token_delay": 0.5}
+    assert data["agents"]["root"]["fallback"] == {"models": ["gw/m"]}
+    assert json.loads(json.dumps(data)) == data

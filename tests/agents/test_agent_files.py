@@ -93,12 +93,12 @@ def test_unsupported_features_are_named_with_file_and_line() -> None:
         "10: agents.root.add_environment_info",
         "11: agents.root.handoffs",
         "12: agents.root.rag",
-        "19: agents.root.sub_agents[1]",
         "15: agents.root.toolsets[1]",
         "17: agents.root.toolsets[2]",
+        "19: agents.root.sub_agents[1]",
     ]
-    assert "duckduckgo" in lines[5] and "Docker Desktop" in lines[5]
-    assert "toolset type 'memory'" in lines[6]
+    assert "duckduckgo" in lines[4] and "Docker Desktop" in lines[4]
+    assert "toolset type 'memory'" in lines[5]
 
 
 CASES = [
