@@ -6,7 +6,7 @@ named after the call they answer. Reasoning of earlier turns is not sent back.
 
 Gemini 3 wants the thought signature it gave with a function call to come back with that call.
 greenroom's history does not keep signatures, so a replayed call carries Google's documented
-placeholder that skips the check (see docs/decisions/0005-google-and-bedrock-providers.md).
+placeholder that skips the check (see docs/decisions/0006-google-and-bedrock-providers.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The answer is an AWS event stream (binary frames); botocore's decoder splits it 
 :class:`ReasoningDelta`, a ``toolUse`` block's ``input`` fragments are joined into one tool
 call; ``messageStop`` gives the stop reason and ``metadata`` the usage. Why botocore plus an
 async HTTP client rather than boto3 in a thread:
-docs/decisions/0005-google-and-bedrock-providers.md.
+docs/decisions/0006-google-and-bedrock-providers.md.
 
 Authentication, as docker-agent does it: a Bedrock API key (``AWS_BEARER_TOKEN_BEDROCK``, or
 the variable ``token_key`` names) is sent as a bearer token; without one, the request is signed
