@@ -24,6 +24,7 @@ from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._runtime import Command
 from ._toolset_types import KNOWN_TOOLSET_TYPES, unknown_type_problem
 from ._yaml_checks import (
+    IGNORED,
     Checker,
     as_bool,
     as_count,
@@ -72,6 +73,8 @@ _AGENT_IGNORED = {
     "max_old_tool_call_tokens",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
+_TOOLSET_IGNORED = {"toon", "model"}
+"""Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
 _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
 
@@ -168,6 +171,8 @@ def _parse_toolsets(
                 f"{item_path}.ref",
                 f"no MCP definition {ref!r} in the file's mcps",
             )
+        for key in _TOOLSET_IGNORED & set(mapping):
+            c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
         options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
         toolsets.append(ToolsetConfig(type=kind, options=options, line=item_line))
     return toolsets
