@@ -34,6 +34,7 @@ from hypercorn.config import Config, Sockets
 
 from greenroom.actors import Registry, open_registry
 from greenroom.agents import AgentSources, LocalRuntimeFactory
+from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
 from greenroom.errors import (
     AgentConfigError,
@@ -175,13 +176,18 @@ def hypercorn_config(cfg: ServeConfig) -> Config:
     return config
 
 
-def load_sources(paths: tuple[str, ...]) -> AgentSources:
-    """Agent sources from files and directories (or the bundled agent); every file must load."""
+def load_sources(paths: tuple[str, ...]) -> tuple[AgentSources, list[str]]:
+    """Agent sources from files and directories (or the bundled agent), and their warnings.
+
+    Every file must load; the warnings (``file:line: path: warning: what``) say what the
+    files ask that this server will not do.
+    """
     sources = AgentSources.from_paths(paths) if paths else AgentSources.bundled()
-    keys = sources.keys()
-    for key in keys:
-        sources.get(key)  # raises AgentConfigError with file:line: path: what is wrong
-    return sources
+    warnings: list[str] = []
+    for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
+        config = sources.get(key)  # raises AgentConfigError: file:line: path: what is wrong
+        warnings.extend(diagnose(config))
+    return sources, warnings
 
 
 def data_dir(cfg: ServeConfig) -> Path:
@@ -203,7 +209,9 @@ async def serve(
 ) -> None:
     """Serve until SIGINT/SIGTERM (or cancellation); reports the bound URL once listening."""
     check_config(cfg)
-    sources = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+    sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+    for line in warnings:
+        print(line, file=sys.stderr, flush=True)
     async with (
         open_store(cfg.db) as store,
         open_registry(store, runtime_factory(cfg, sources)) as registry,

@@ -16,6 +16,8 @@ import trio
 
 from greenroom.agents import Runtime, TitleGenerator, mirrors_elicitation
 from greenroom.domain import (
+    AgentChoice,
+    AgentChoiceReasoning,
     Approval,
     ElicitationRequest,
     ErrorEvent,
@@ -24,6 +26,8 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    StreamStopped,
+    TokenUsage,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
 
@@ -35,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ANSWER_EVENTS = (AgentChoice, AgentChoiceReasoning, TokenUsage)
+"""Events that show a model answered (the turn is worth a title)."""
+
 
 @attrs.define(eq=False)
 class Turn:
@@ -45,6 +52,25 @@ class Turn:
     on_disconnect: DisconnectPolicy = "cancel"
     stream_open: bool = True
     terminal: LogEntry | None = None  # the run stream's last entry once the turn ended (delete)
+    settled: trio.Event = attrs.Factory(trio.Event)
+    """Set once the model first answered, the turn failed before that, or the turn ended."""
+    answered: bool = False
+    failed: bool = False
+    stopped: bool = False
+    """``stream_stopped`` went out: nothing is offered to the run stream after it."""
+
+    def note(self, event: Event) -> None:
+        """Watch the turn's events: settled (for the title task), stopped."""
+        if isinstance(event, StreamStopped):
+            self.stopped = True
+        if self.settled.is_set():
+            return
+        if isinstance(event, ANSWER_EVENTS):
+            self.answered = True
+            self.settled.set()
+        elif isinstance(event, ErrorEvent):
+            self.failed = True
+            self.settled.set()
 
     def consumer_left(self) -> None:
         """The client stopped reading: cancel the turn unless it should outlive its stream."""
@@ -54,7 +80,7 @@ class Turn:
 
     def offer(self, entry: LogEntry) -> None:
         """Best-effort, non-blocking delivery (used by tasks that must not hold the stream)."""
-        if self.send is None or not self.stream_open:
+        if self.send is None or not self.stream_open or self.stopped:
             return
         with contextlib.suppress(
             trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
@@ -78,6 +104,7 @@ class ActorTurnIO:
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled turn delivers nothing more
         # A mirroring runtime already delivered its elicitations through the session sink:
         # log them once, but still show them on the run stream.
+        self._turn.note(event)
         skip_log = self._mirrors and isinstance(event, ElicitationRequest)
         entry = None if skip_log else self._actor.log_event(event)
         turn = self._turn
@@ -118,19 +145,32 @@ async def run_turn(actor: SessionActor, turn: Turn, runtime: Runtime, announce_t
                 await io.emit(ErrorEvent("the agent runtime failed", "internal_error", actor.id))
         await actor.persist(shielded=True)
     finally:
+        turn.settled.set()
         actor.end_turn(turn)
 
 
 async def generate_title(
     actor: SessionActor, generator: TitleGenerator, texts: list[str], turn: Turn, budget: float
 ) -> None:
-    """The title task: may finish after the turn's stream closed; never overwrites a title."""
+    """The title task: may finish after the turn's stream closed; never overwrites a title.
+
+    It waits until the model answered (or the turn ended): a turn that failed before any answer
+    (no key, an unknown model, a provider error) gets no title attempt. A failed attempt logs
+    one line.
+    """
+    await turn.settled.wait()
+    if turn.failed and not turn.answered:
+        log.info("session %s: no title, the turn failed before the model answered", actor.id)
+        return
     title = ""
     with trio.move_on_after(budget):
         try:
             title = (await generator.generate(texts)).strip()
-        except Exception:
-            log.warning("title generation for session %s failed", actor.id, exc_info=True)
+        except GreenroomError as exc:
+            log.warning("title generation for session %s failed: %s", actor.id, exc.message)
+        except Exception as exc:
+            log.warning("title generation for session %s failed: %r", actor.id, exc)
+            log.debug("title generation failure", exc_info=True)
     if not title or actor.deleted or actor.session.title:
         return
     entry = actor.set_title_now(title)

@@ -1,7 +1,7 @@
 """Frozen types of a parsed agent file (docker-agent's YAML format) and its JSON view.
 
 Parsing and validation live in ``_yaml.py``; a value here is always valid: every model ref
-resolves, every sub-agent and switch-command target exists.
+resolves, every provider is known, every sub-agent and switch-command target exists.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from greenroom.errors import AgentNotFound, InvalidRequest
 
 from ._runtime import Command
 from .providers._base import ModelConfig
+from .providers._catalog import CustomProvider, apply_custom_provider
 
 AUTO_MODEL = "auto"
 """The model ref resolved from the environment at build time (``providers.resolve_auto``)."""
@@ -26,6 +27,11 @@ DEFAULT_AGENT = "root"
 
 def _frozen(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return types.MappingProxyType(dict(value or {}))
+
+
+def split_alloy(ref: str) -> list[str]:
+    """The parts of an alloy ref ``"a,b"`` (one part for a plain ref), blanks dropped."""
+    return [part.strip() for part in ref.split(",") if part.strip()]
 
 
 def split_inline_ref(ref: str) -> tuple[str, str] | None:
@@ -42,6 +48,20 @@ class ToolsetConfig:
 
     type: str
     options: Mapping[str, Any] = attrs.field(factory=_frozen, converter=_frozen)
+    line: int = attrs.field(default=0, eq=False)
+    """Where the entry starts in its file (0: unknown), for warnings."""
+
+
+@attrs.frozen
+class FallbackConfig:
+    """An agent's ``fallback``: models tried in order when its model fails before answering.
+
+    ``cooldown`` is how many seconds the runtime keeps starting from the fallback that
+    answered before it tries the primary model again.
+    """
+
+    models: tuple[str, ...] = ()
+    cooldown: float = 60.0
 
 
 @attrs.frozen
@@ -59,11 +79,19 @@ class AgentConfig:
     add_date: bool = False
     safety: str = ""
     """The author's default safety policy for sessions that start on this agent."""
+    fallback: FallbackConfig | None = None
 
 
 @attrs.frozen
 class AgentFile:
-    """A whole agent file: agents in declaration order, named models, team permissions."""
+    """A whole agent file: agents in declaration order, named models, team permissions.
+
+    ``providers`` are the file's custom providers; ``mcps`` names its reusable MCP
+    definitions. ``warnings`` are ``file:line: path: what`` lines for what the file asks and
+    greenroom will not do (ignored keys, external sub-agents, ...); the ones that depend on
+    this server (toolsets without a builder, a missing ``docker`` CLI) come from
+    :func:`~greenroom.agents._diagnose.diagnose`.
+    """
 
     path: str
     agents: Mapping[str, AgentConfig] = attrs.field(converter=_frozen)
@@ -72,8 +100,9 @@ class AgentFile:
     safety: str = ""
     """``runtime.safety``: the file-wide default safety policy (an agent's ``safety`` wins)."""
     version: str = ""
-    ignored: tuple[str, ...] = ()
-    """``file:line: path`` of docker-agent keys that were accepted but are not implemented."""
+    warnings: tuple[str, ...] = ()
+    providers: Mapping[str, CustomProvider] = attrs.field(factory=_frozen, converter=_frozen)
+    mcps: tuple[str, ...] = ()
 
     @property
     def first_agent(self) -> AgentConfig:
@@ -96,17 +125,49 @@ class AgentFile:
     def model_config(self, ref: str, *, auto: ModelConfig | None = None) -> ModelConfig:
         """The model a ref names: an entry of ``models``, ``auto``, or inline ``provider/model``.
 
+        A model of a custom provider comes with that provider's endpoint and key variable.
+        An alloy (``"a,b"``, or a ``models`` entry listing several) is not one model: see
+        :meth:`model_choices`.
+
         Raises:
-            InvalidRequest: ``ref`` names no model (or is ``auto`` and ``auto`` is None).
+            InvalidRequest: ``ref`` names no model (or is ``auto`` and ``auto`` is None), or
+                names an alloy.
         """
+        model: ModelConfig | None = None
         if ref in self.models:
-            return self.models[ref]
-        if ref == AUTO_MODEL and auto is not None:
+            model = self.models[ref]
+        elif ref == AUTO_MODEL and auto is not None:
             return auto
-        inline = split_inline_ref(ref)
-        if inline is not None:
-            return ModelConfig(name=ref, provider=inline[0], model=inline[1])
-        raise InvalidRequest(f"unknown model {ref!r}", path="model")
+        elif (inline := split_inline_ref(ref)) is not None:
+            model = ModelConfig(name=ref, provider=inline[0], model=inline[1])
+        if model is None or (not model.provider and "," in model.model):
+            what = "an alloy of several models" if model is not None else "no model"
+            raise InvalidRequest(f"model {ref!r} names {what}", path="model")
+        custom = self.providers.get(model.provider)
+        return apply_custom_provider(model, custom) if custom is not None else model
+
+    def model_choices(self, ref: str) -> list[str]:
+        """The single-model refs ``ref`` stands for: itself, or an alloy's parts (expanded).
+
+        ``"a,b"`` and a ``models`` entry without a provider whose ``model`` is ``"a,b"`` are
+        alloys; the runtime picks one part per turn.
+        """
+        out: list[str] = []
+
+        def expand(part: str, depth: int) -> None:
+            named = self.models.get(part)
+            if "," in part:
+                parts = split_alloy(part)
+            elif named is not None and not named.provider and "," in named.model and depth < 8:
+                parts = split_alloy(named.model)
+            else:
+                out.append(part)
+                return
+            for inner in parts:
+                expand(inner, depth + 1)
+
+        expand(ref, 0)
+        return list(dict.fromkeys(out))
 
 
 def _omit_empty(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,13 +200,15 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "max_tool_result_tokens": agent.max_tool_result_tokens,
             "add_date": agent.add_date,
             "safety": agent.safety,
+            "fallback": {"models": list(agent.fallback.models)} if agent.fallback else None,
         }
     )
 
 
 def _model_json(model: ModelConfig) -> dict[str, Any]:
-    values = attrs.asdict(model)
+    values = attrs.asdict(model, recurse=False)
     del values["name"]
+    values["provider_opts"] = _thaw(model.provider_opts) or None
     return {k: v for k, v in values.items() if v not in (None, "")}
 
 
@@ -155,6 +218,11 @@ def agent_file_to_json(config: AgentFile) -> dict[str, Any]:
     if config.version:
         out["version"] = config.version
     out["agents"] = {name: _agent_json(agent) for name, agent in config.agents.items()}
+    if config.providers:
+        out["providers"] = {
+            name: _omit_empty(attrs.asdict(p, filter=lambda a, _: a.name != "name"))
+            for name, p in config.providers.items()
+        }
     if config.models:
         out["models"] = {name: _model_json(m) for name, m in config.models.items()}
     if config.safety:

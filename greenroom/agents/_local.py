@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -112,6 +113,7 @@ class LocalRuntime:
         custom_models: custom ``provider/model`` refs used before (listed by available_models).
         today: the date for agents with ``add_date``.
         now: the clock approvals are stamped and expired with.
+        rng: draws a model from an alloy at each turn (default: a fresh ``random.Random``).
 
     Raises:
         AgentNotFound: ``agent`` is not in the file.
@@ -134,11 +136,12 @@ class LocalRuntime:
         followup_capacity: int = FOLLOWUP_CAPACITY,
         today: Callable[[], dt.date] = dt.date.today,
         now: Callable[[], dt.datetime] = utcnow,
+        rng: random.Random | None = None,
     ) -> None:
         self._config = config
         self._agent = config.agent(agent)
         self._models = ModelTable(
-            config, provider_for, auto=auto_model, custom_models=custom_models
+            config, provider_for, auto=auto_model, custom_models=custom_models, rng=rng
         )
         self._tools_for = tools_for
         self._tool_context = tool_context if tool_context is not None else ToolContext()
@@ -163,6 +166,7 @@ class LocalRuntime:
         if self._io is not None:
             raise RuntimeError("a turn is already running on this runtime")
         self._io = io
+        self._models.begin_turn()
         turn = _Turn(agent_name=self._agent.name)
         try:
             await io.emit(StreamStarted(session_id=io.session.id, agent_name=self._agent.name))
@@ -296,7 +300,7 @@ class LocalRuntime:
                 turn.reasoning.append(delta.text)
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
-        response = await self._models.provider(model).complete(request, on_delta)
+        response = await self._models.provider_of(agent).complete(request, on_delta)
         chat = ChatMessage(
             role="assistant",
             content=response.content or "".join(turn.text),

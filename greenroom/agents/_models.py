@@ -1,7 +1,13 @@
-"""The models of one runtime: per-agent overrides, custom refs, and one provider per model."""
+"""The models of one runtime: per-agent overrides, custom refs, and one provider per model.
+
+An agent's model ref may be an alloy (``"a,b"``): :meth:`ModelTable.begin_turn` draws one of its
+models for the turn. An agent with ``fallback`` models is served by a
+:class:`~greenroom.agents._fallback.FallbackChain` over its model and those.
+"""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
 
 import trio
@@ -9,6 +15,7 @@ import trio
 from greenroom.errors import GreenroomError
 
 from ._config import AgentConfig, AgentFile
+from ._fallback import FallbackChain, Stickiness
 from ._runtime import ModelChoice
 from .providers._base import ModelConfig, Provider
 
@@ -29,20 +36,49 @@ class ModelTable:
         *,
         auto: ModelConfig | None = None,
         custom_models: Iterable[str] = (),
+        rng: random.Random | None = None,
     ) -> None:
         self._config = config
         self._provider_for = provider_for
         self._auto = auto
-        self._overrides: dict[str, tuple[str, ModelConfig]] = {}
+        self._overrides: dict[str, str] = {}
         self._custom: list[str] = list(dict.fromkeys(custom_models))
         self._providers: dict[ModelConfig, Provider] = {}
+        self._rng = rng or random.Random()
+        self._picks: dict[str, ModelConfig] = {}
+        self._sticky: dict[str, Stickiness] = {}
+
+    def begin_turn(self) -> None:
+        """Forget this turn's alloy picks: the next :meth:`model_of` draws again."""
+        self._picks.clear()
+
+    def ref_of(self, agent: AgentConfig) -> str:
+        """The agent's override if it has one, else its own model ref."""
+        return self._overrides.get(agent.name, agent.model)
 
     def model_of(self, agent: AgentConfig) -> ModelConfig:
-        """The agent's override if it has one, else its own model. Raises InvalidRequest."""
-        override = self._overrides.get(agent.name)
-        if override is not None:
-            return override[1]
-        return self._config.model_config(agent.model, auto=self._auto)
+        """The model the agent uses this turn (drawn from an alloy). Raises InvalidRequest."""
+        picked = self._picks.get(agent.name)
+        if picked is None:
+            choices = self._config.model_choices(self.ref_of(agent))
+            ref = choices[0] if len(choices) == 1 else self._rng.choice(choices)
+            picked = self._picks[agent.name] = self._config.model_config(ref, auto=self._auto)
+        return picked
+
+    def provider_of(self, agent: AgentConfig) -> Provider:
+        """What serves the agent this turn: its model's provider, or a chain with fallbacks."""
+        model = self.model_of(agent)
+        fallback = agent.fallback
+        if fallback is None or not fallback.models:
+            return self.provider(model)
+        models = [model]
+        for ref in fallback.models:
+            models += [
+                self._config.model_config(r, auto=self._auto)
+                for r in self._config.model_choices(ref)
+            ]
+        sticky = self._sticky.setdefault(agent.name, Stickiness())
+        return FallbackChain(models, self.provider, cooldown=fallback.cooldown, sticky=sticky)
 
     def provider(self, model: ModelConfig) -> Provider:
         provider = self._providers.get(model)
@@ -56,27 +92,28 @@ class ModelTable:
         Raises:
             InvalidRequest: ``ref`` names no model (or its provider cannot be made).
         """
+        self._picks.pop(agent, None)
         if not ref:
             self._overrides.pop(agent, None)
             return
-        model = self._config.model_config(ref, auto=self._auto)
-        self.provider(model)
-        self._overrides[agent] = (ref, model)
+        for part in self._config.model_choices(ref):
+            self.provider(self._config.model_config(part, auto=self._auto))
+        self._overrides[agent] = ref
         if ref not in self._config.models and "/" in ref and ref not in self._custom:
             self._custom.append(ref)
 
     def choices(self, agent: AgentConfig) -> list[ModelChoice]:
         """The file's models, the agent's own, custom refs; the override (or default) is current."""
         override = self._overrides.get(agent.name)
-        current = override[0] if override is not None else agent.model
+        current = override if override is not None else agent.model
         refs = [*self._config.models, agent.model, *self._custom]
         if override is not None:
-            refs.append(override[0])
+            refs.append(override)
         choices = []
         for ref in dict.fromkeys(refs):
             try:
                 model = self._config.model_config(ref, auto=self._auto)
-            except GreenroomError:
+            except GreenroomError:  # an alloy, or a ref that names no model
                 model = ModelConfig(name=ref, provider="", model="")
             choices.append(
                 ModelChoice(

@@ -181,8 +181,8 @@ class AgentSources:
             else:
                 log.warning("agent source %r does not load:\n%s", key, exc.message)
             return
-        if cached.good is not None:
+        if cached.good is not None:  # the first load's warnings are the server's to print
             log.info("agent source %r reloaded from %s", key, path)
-        for line in config.ignored:
-            log.info("%s: ignored (not supported by greenroom)", line)
+            for line in config.warnings:
+                log.warning("%s", line)
         cached.good, cached.error = config, None

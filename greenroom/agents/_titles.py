@@ -4,12 +4,16 @@ Models are tried in order (the agent's ``title_model`` first when it has one, th
 model); the first usable title wins. When every model fails or answers nothing usable, the
 last error is raised: the caller logs it and leaves the title empty. The time budget is the
 caller's (the session actor wraps the call in ``trio.move_on_after``).
+
+A provider that writes titles itself (:class:`WritesTitles`, such as the echo model) is asked
+directly instead of being prompted.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -54,6 +58,13 @@ async def _ignore(_: Delta) -> None:
     pass
 
 
+@runtime_checkable
+class WritesTitles(Protocol):
+    """A provider that makes a title without being prompted for one."""
+
+    async def title(self, user_messages: list[str]) -> str: ...
+
+
 @attrs.frozen
 class ModelTitleGenerator:
     """A :class:`~greenroom.agents.TitleGenerator` asking the models ``models()`` lists in turn.
@@ -82,12 +93,16 @@ class ModelTitleGenerator:
                 max_tokens=TITLE_MAX_TOKENS,
             )
             try:
-                response = await self.provider_for(model).complete(request, _ignore)
+                provider = self.provider_for(model)
+                if isinstance(provider, WritesTitles):
+                    raw = await provider.title(texts)
+                else:
+                    raw = (await provider.complete(request, _ignore)).content
             except Exception as exc:
-                log.info("title model %s failed: %s", model.ref, exc)
+                log.debug("title model %s failed: %s", model.ref, exc)
                 last = exc
                 continue
-            title = sanitize_title(response.content)
+            title = sanitize_title(raw)
             if title:
                 return title
             last = ModelError(f"the title model {model.ref} returned no usable title")

@@ -1,4 +1,9 @@
-"""``greenroom validate FILE...``: check agent files without starting a server."""
+"""``greenroom validate FILE...``: check agent files without starting a server.
+
+Every error and warning is one ``file:line: path: what`` line (warnings say ``warning:``), then
+one line per file and a summary (``3 files: 2 ok, 1 with warnings``). The exit code is 0 when
+no file has an error (warnings allowed), 1 otherwise, 2 for a usage error.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,10 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from greenroom.errors import AgentConfigError
-
+from ._diagnose import FileReport, check_file, summary
 from ._sources import agent_files_in
-from ._yaml import load_agent_file
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -25,37 +28,38 @@ def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
+def check_files(paths: Iterable[str | os.PathLike[str]], **options: Any) -> list[FileReport]:
+    """One report per agent file given (directories give their ``*.yaml``/``*.yml`` files)."""
+    return [check_file(path, **options) for path in _expand(paths)]
+
+
 def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     """Error lines (``file:line: path: what``) for the agent files (and directories) given.
 
     Returns:
-        An empty list when every file is a valid agent file.
+        An empty list when every file is a valid agent file (warnings are not errors).
     """
-    problems: list[str] = []
-    for path in _expand(paths):
-        try:
-            load_agent_file(path)
-        except AgentConfigError as exc:
-            problems.extend(exc.problems)
-    return problems
+    return [line for report in check_files(paths) for line in report.errors]
 
 
-def validate_main(argv: Sequence[str], *, out: TextIO | None = None) -> int:
-    """Validate the files in ``argv``; print problems (or ``ok`` lines). Returns the exit code."""
+def validate_main(argv: Sequence[str], *, out: TextIO | None = None, **options: Any) -> int:
+    """Validate the files in ``argv`` and print the report. Returns the exit code."""
     stream = out if out is not None else sys.stdout
     if not argv:
         print("usage: greenroom validate FILE...", file=stream)
         return 2
-    status = 0
-    for path in _expand(argv):
-        try:
-            config = load_agent_file(path)
-        except AgentConfigError as exc:
-            status = 1
-            for line in exc.problems:
-                print(line, file=stream)
-            continue
-        for line in config.ignored:
-            print(f"{line}: ignored (not supported by greenroom)", file=stream)
-        print(f"{path}: ok ({len(config.agents)} agent(s))", file=stream)
-    return status
+    reports = check_files(argv, **options)
+    for report in reports:
+        for line in (*report.errors, *report.warnings):
+            print(line, file=stream)
+        if report.status == "errors":
+            print(f"{report.path}: {len(report.errors)} error(s)", file=stream)
+        elif report.status == "warnings":
+            print(
+                f"{report.path}: ok, {len(report.warnings)} warning(s) ({report.agents} agent(s))",
+                file=stream,
+            )
+        else:
+            print(f"{report.path}: ok ({report.agents} agent(s))", file=stream)
+    print(summary(reports), file=stream)
+    return 1 if any(report.errors for report in reports) else 0

@@ -2,8 +2,10 @@
 
 ruamel.yaml's round-trip loader keeps the line of every key and value, so a problem can point at
 the line to fix. The whole file is checked before failing, so one run reports every fault.
-Keys of docker-agent's format that greenroom does not implement (``hooks``, ``mcps``, ...) are
-accepted and listed in :attr:`AgentFile.ignored`; any other key is an error.
+What docker-agent's format allows and greenroom will not do as written (keys it does not
+implement such as ``hooks``, sub-agents from a catalog, ...) is accepted and listed in
+:attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
+toolset type) is an error. The model side is read by ``_yaml_models.py``.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from greenroom.domain import Permissions
 from greenroom.errors import AgentConfigError
 
-from ._config import AUTO_MODEL, AgentConfig, AgentFile, ToolsetConfig, split_inline_ref
+from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._runtime import Command
+from ._toolset_types import KNOWN_TOOLSET_TYPES, unknown_type_problem
 from ._yaml_checks import (
+    IGNORED,
     Checker,
     as_bool,
     as_count,
     as_mapping,
-    as_number,
-    as_positive,
     as_str,
     as_str_list,
     as_version,
@@ -36,10 +38,10 @@ from ._yaml_checks import (
     own_line,
     plain,
 )
-from .providers._base import ModelConfig
+from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 
-_TOP_KEYS = {"version", "agents", "models", "permissions", "runtime"}
-_TOP_IGNORED = {"providers", "mcps", "rag", "metadata"}
+_TOP_KEYS = {"version", "agents", "models", "permissions", "runtime", "providers", "metadata"}
+_TOP_IGNORED = {"mcps", "rag"}
 SAFETY_POLICIES = ("strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto")
 _SAFETY_ALIASES = {"unsafe": "autonomous", "safer": "balanced", "safe-auto": "balanced"}
 _AGENT_KEYS = {
@@ -54,13 +56,15 @@ _AGENT_KEYS = {
     "max_tool_result_tokens",
     "add_date",
     "safety",
+    "fallback",
 }
 _AGENT_IGNORED = {
     "handoffs",
     "num_history_items",
     "add_environment_info",
     "add_prompt_files",
-    "fallback",
+    "add_description_parameter",
+    "code_mode_tools",
     "structured_output",
     "skills",
     "hooks",
@@ -69,65 +73,10 @@ _AGENT_IGNORED = {
     "max_old_tool_call_tokens",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
-_MODEL_KEYS = {
-    "provider",
-    "model",
-    "base_url",
-    "token_key",
-    "temperature",
-    "max_tokens",
-    "title_model",
-}
-_MODEL_IGNORED = {
-    "top_p",
-    "frequency_penalty",
-    "presence_penalty",
-    "provider_opts",
-    "thinking_budget",
-    "parallel_tool_calls",
-    "routing",
-    "output_capabilities",
-}
+_TOOLSET_IGNORED = {"toon", "model"}
+"""Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
 _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
-
-
-def _valid_ref(ref: str, models: Mapping[str, Any]) -> bool:
-    return ref in models or ref == AUTO_MODEL or split_inline_ref(ref) is not None
-
-
-def _ref_problem(ref: str) -> str:
-    return f"unknown model {ref!r} (not in models; use a models name, 'auto' or provider/model)"
-
-
-def _parse_model(
-    c: Checker, name: str, raw: Any, line: int, all_models: Mapping[str, Any]
-) -> ModelConfig | None:
-    path = f"models.{name}"
-    mapping = as_mapping(raw)
-    if mapping is None:
-        c.fail(line, path, f"expected a mapping, got {kind_of(raw)}")
-        return None
-    c.keys(mapping, _MODEL_KEYS, _MODEL_IGNORED, path)
-    fields: dict[str, Any] = {}
-    for key in ("provider", "model"):
-        if key not in mapping:
-            c.fail(line, join(path, key), "is required")
-    for key in ("provider", "model", "base_url", "token_key", "title_model"):
-        if key in mapping:
-            fields[key] = c.typed(mapping, key, path, as_str, "a string")
-    if "temperature" in mapping:
-        fields["temperature"] = c.typed(mapping, "temperature", path, as_number, "a number")
-    if "max_tokens" in mapping:
-        fields["max_tokens"] = c.typed(
-            mapping, "max_tokens", path, as_positive, "a positive integer"
-        )
-    title = fields.get("title_model")
-    if title and not _valid_ref(title, all_models):
-        c.fail(line_of(mapping, "title_model") or line, f"{path}.title_model", _ref_problem(title))
-    if not fields.get("provider") or not fields.get("model"):
-        return None
-    return ModelConfig(name=name, **{k: v for k, v in fields.items() if v is not None})
 
 
 def _command_entries(c: Checker, raw: Any, path: str, line: int) -> list[tuple[Any, Any, int]]:
@@ -187,7 +136,9 @@ def _parse_commands(
     return commands
 
 
-def _parse_toolsets(c: Checker, raw: Any, path: str, line: int) -> list[ToolsetConfig]:
+def _parse_toolsets(
+    c: Checker, raw: Any, path: str, line: int, mcps: Mapping[Any, Any]
+) -> list[ToolsetConfig]:
     if not isinstance(raw, list):
         c.fail(line, path, f"expected a list, got {kind_of(raw)}")
         return []
@@ -203,10 +154,59 @@ def _parse_toolsets(c: Checker, raw: Any, path: str, line: int) -> list[ToolsetC
             c.fail(item_line, f"{item_path}.type", "is required")
             continue
         kind = c.typed(mapping, "type", item_path, as_str, "a string")
-        if kind is not None:
-            options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
-            toolsets.append(ToolsetConfig(type=kind, options=options))
+        if kind is None:
+            continue
+        if kind not in KNOWN_TOOLSET_TYPES:
+            c.fail(
+                line_of(mapping, "type") or item_line,
+                f"{item_path}.type",
+                unknown_type_problem(kind),
+            )
+            continue
+        ref = mapping.get("ref")
+        named_ref = isinstance(ref, str) and not ref.startswith("docker:")
+        if kind == "mcp" and named_ref and ref not in mcps:
+            c.fail(
+                line_of(mapping, "ref") or item_line,
+                f"{item_path}.ref",
+                f"no MCP definition {ref!r} in the file's mcps",
+            )
+        for key in _TOOLSET_IGNORED & set(mapping):
+            c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
+        options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
+        toolsets.append(ToolsetConfig(type=kind, options=options, line=item_line))
     return toolsets
+
+
+def _parse_sub_agents(
+    c: Checker,
+    mapping: Mapping[Any, Any],
+    key: str,
+    path: str,
+    line: int,
+    name: str,
+    agents: Mapping[Any, Any],
+) -> tuple[str, ...]:
+    """The local agents named under ``key``; external (catalog) references are warned about."""
+    names = c.typed(mapping, key, path, as_str_list, "a list of strings") or []
+    kept = []
+    for index, sub in enumerate(names):
+        sub_line = line_of(mapping[key], index) or line
+        sub_path = f"{path}.{key}[{index}]"
+        if sub == name:
+            c.fail(sub_line, sub_path, f"an agent cannot be its own sub-agent {sub!r}")
+        elif sub in agents:
+            kept.append(sub)
+        elif "/" in sub or ":" in sub:
+            c.warn(
+                sub_line,
+                sub_path,
+                f"agent {sub!r} from a catalog or registry is not "
+                "supported by greenroom; it is left out",
+            )
+        else:
+            c.fail(sub_line, sub_path, f"unknown agent {sub!r}")
+    return tuple(kept)
 
 
 def _parse_agent(
@@ -215,7 +215,8 @@ def _parse_agent(
     raw: Any,
     line: int,
     agents: Mapping[Any, Any],
-    models: Mapping[str, Any],
+    refs: ModelRefs,
+    mcps: Mapping[Any, Any],
 ) -> AgentConfig | None:
     path = f"agents.{name}"
     mapping = as_mapping(raw)
@@ -237,20 +238,22 @@ def _parse_agent(
     model = fields.get("model")
     if "model" not in mapping:
         c.fail(line, f"{path}.model", "is required")
-    elif model is not None and not _valid_ref(model, models):
-        c.fail(line_of(mapping, "model") or line, f"{path}.model", _ref_problem(model))
+    elif model is not None and not refs.check(
+        c, model, line_of(mapping, "model") or line, f"{path}.model"
+    ):
+        model = None
+    if "fallback" in mapping:
+        fields["fallback"] = parse_fallback(
+            c, mapping["fallback"], line_of(mapping, "fallback") or line, f"{path}.fallback", refs
+        )
     if "sub_agents" in mapping:
-        subs = c.typed(mapping, "sub_agents", path, as_str_list, "a list of strings") or []
-        for index, sub in enumerate(subs):
-            if sub not in agents or sub == name:
-                sub_line = line_of(mapping["sub_agents"], index) or line
-                what = "an agent cannot be its own sub-agent" if sub == name else "unknown agent"
-                c.fail(sub_line, f"{path}.sub_agents[{index}]", f"{what} {sub!r}")
-        fields["sub_agents"] = tuple(subs)
+        fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
+    if "handoffs" in mapping:  # not implemented (warned as ignored), but checked
+        _parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
     if "toolsets" in mapping:
         toolsets_line = line_of(mapping, "toolsets") or line
         fields["toolsets"] = tuple(
-            _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line)
+            _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line, mcps)
         )
     if "commands" in mapping:
         commands_line = line_of(mapping, "commands") or line
@@ -307,16 +310,21 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     version = ""
     if "version" in doc:
         version = c.typed(doc, "version", "", as_version, "a string") or ""
+    providers = {}
+    if "providers" in doc:
+        providers = parse_providers(c, doc["providers"], line_of(doc, "providers") or 1)
     raw_models: Mapping[Any, Any] = {}
     if "models" in doc:
         raw_models = c.typed(doc, "models", "", as_mapping, "a mapping") or {}
-    model_names = {str(k): v for k, v in raw_models.items()}
+    raw_providers = as_mapping(doc.get("providers")) or {}
+    refs = ModelRefs({str(k): v for k, v in raw_models.items()}, raw_providers)
     models = {}
     for name, raw in raw_models.items():
         line = line_of(raw_models, name, value=False) or 1
-        parsed = _parse_model(c, str(name), raw, line, model_names)
+        parsed = parse_model(c, str(name), raw, line, refs)
         if parsed is not None:
             models[str(name)] = parsed
+    mcps = as_mapping(doc.get("mcps")) or {}
     if "agents" not in doc:
         c.fail(1, "agents", "is required")
         return None
@@ -331,7 +339,7 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         if not isinstance(name, str):
             c.fail(line, "agents", f"agent name {name!r} is not a string")
             continue
-        agent = _parse_agent(c, name, raw, line, agents_raw, model_names)
+        agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps)
         if agent is not None:
             agents[name] = agent
     permissions = None
@@ -349,7 +357,9 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         permissions=permissions,
         safety=safety,
         version=version,
-        ignored=tuple(text for _, text in sorted(c.ignored)),
+        warnings=tuple(c.warning_lines()),
+        providers=providers,
+        mcps=tuple(str(k) for k in mcps),
     )
 
 

@@ -57,20 +57,29 @@ def own_line(container: Any, fallback: int) -> int:
     return line + 1 if isinstance(line, int) else fallback
 
 
+IGNORED = "ignored: greenroom does not implement this key"
+
+
 class Checker:
-    """Collects problems while the tree is walked; each ``_read_*`` returns None on a fault."""
+    """Collects problems (errors) and warnings while the tree is walked."""
 
     def __init__(self, file: str) -> None:
         self.file = file
         self.problems: list[tuple[int, str, str]] = []
-        self.ignored: list[tuple[int, str]] = []
+        self.warnings: list[tuple[int, str, str]] = []
 
     def fail(self, line: int, path: str, what: str) -> None:
         self.problems.append((line, path, what))
 
+    def warn(self, line: int, path: str, what: str) -> None:
+        """Something greenroom accepts but will not do as written."""
+        self.warnings.append((line, path, what))
+
     def lines(self) -> list[str]:
-        ordered = sorted(self.problems, key=lambda p: p[0])
-        return [f"{self.file}:{line}: {path}: {what}" for line, path, what in ordered]
+        return format_lines(self.file, self.problems)
+
+    def warning_lines(self) -> list[str]:
+        return format_lines(self.file, self.warnings, prefix="warning: ")
 
     def keys(
         self,
@@ -88,7 +97,7 @@ class Checker:
             elif unsupported and key in unsupported:
                 self.fail(line, join(path, key), unsupported[key])
             elif key in ignored:
-                self.ignored.append((line, f"{self.file}:{line}: {join(path, key)}"))
+                self.warn(line, join(path, key), IGNORED)
             elif key not in allowed:
                 known = ", ".join(sorted(allowed))
                 self.fail(line, join(path, key), f"unknown key (expected one of: {known})")
@@ -107,6 +116,12 @@ class Checker:
             line = line_of(mapping, key) or own_line(mapping, 1)
             self.fail(line, join(path, key), f"expected {expected}, got {describe(value)}")
         return result
+
+
+def format_lines(file: str, items: list[tuple[int, str, str]], *, prefix: str = "") -> list[str]:
+    """``file:line: path: [prefix]what`` for each item, in line order."""
+    ordered = sorted(items, key=lambda p: p[0])
+    return [f"{file}:{line}: {path}: {prefix}{what}" for line, path, what in ordered]
 
 
 def join(path: str, key: object) -> str:

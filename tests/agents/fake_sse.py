@@ -38,6 +38,8 @@ class Reply:
         delay: seconds (real clock) to wait before each frame.
         ending: after the frames, ``close`` ends the body properly, ``abort`` drops the
             connection mid-body, ``stall`` sends nothing more until the client leaves.
+        content_type: of a 200 stream (binary protocols send other framings).
+        headers: more response headers.
     """
 
     status: int = 200
@@ -45,6 +47,8 @@ class Reply:
     body: Any = None
     delay: float = 0.0
     ending: Ending = "close"
+    content_type: str = "text/event-stream"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.define(eq=False)
@@ -55,6 +59,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     json: Any
+    query: str = ""
+    body: bytes = b""
     done: trio.Event = attrs.Factory(trio.Event)
     """Set once the handler returned (answer sent, aborted, or the client left)."""
     disconnected: bool = False
@@ -110,20 +116,30 @@ class FakeSSEServer:
             if not message.get("more_body"):
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        record = Recorded(scope["method"], scope["path"], headers, json.loads(body or b"null"))
+        record = Recorded(
+            scope["method"],
+            scope["path"],
+            headers,
+            json.loads(body or b"null"),
+            query=scope["query_string"].decode(),
+            body=bytes(body),
+        )
         self.requests.append(record)
         reply = self._replies.popleft() if self._replies else self.default
         try:
             if reply.status != 200:
-                await _send_json(send, reply.status, reply.body)
+                await _send_json(send, reply.status, reply.body, reply.headers)
             else:
                 await _stream(reply, record, receive, send)
         finally:
             record.done.set()
 
 
-async def _send_json(send: Any, status: int, body: Any) -> None:
+async def _send_json(
+    send: Any, status: int, body: Any, extra: tuple[tuple[str, str], ...] = ()
+) -> None:
     headers = [(b"content-type", b"application/json")]
+    headers += [(k.encode(), v.encode()) for k, v in extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
@@ -138,7 +154,8 @@ async def _stream(reply: Reply, record: Recorded, receive: Any, send: Any) -> No
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch_disconnect)
-        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        headers = [(b"content-type", reply.content_type.encode()), (b"cache-control", b"no-cache")]
+        headers += [(k.encode(), v.encode()) for k, v in reply.headers]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         for frame in reply.events:
             await trio.sleep(reply.delay)  # real clock

@@ -170,7 +170,7 @@ AGENT_YAML = """\
 version: "2"
 agents:
   root:
-    model: fake/main
+    model: openai/main
     description: The main agent
     instruction: You are the root agent.
     toolsets:
@@ -184,9 +184,9 @@ agents:
     instruction: You plan.
 models:
   alt:
-    provider: fake
+    provider: openai
     model: alternative
-    title_model: fake/titles
+    title_model: openai/titles
 """
 
 

@@ -101,7 +101,7 @@ def test_full_file_parses_into_frozen_values() -> None:
         title_model="openai/gpt-4o-mini",
     )
     assert config.permissions == Permissions(allow=["think"], ask=["shell*"], deny=["rm_*"])
-    assert config.ignored == ()
+    assert config.warnings == ()
     with pytest.raises(TypeError):
         config.agents["x"] = root  # type: ignore[index]
 
@@ -113,7 +113,7 @@ def test_agent_selection_and_model_refs() -> None:
     assert config.agent("helper").name == "helper"
     with pytest.raises(AgentNotFound):
         config.agent("nobody")
-    first_only = parse("agents:\n  a: {model: x/y}\n  b: {model: x/z}\n")
+    first_only = parse("agents:\n  a: {model: openai/y}\n  b: {model: openai/z}\n")
     assert first_only.default_agent.name == "a"
     assert config.model_config("gpt").model == "gpt-4o"
     inline = config.model_config("anthropic/claude-sonnet-4-0")
@@ -141,14 +141,15 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
         """\
         agents:
           root:
-            model: a/b
+            model: openai/b
             add_environment_info: true
         mcps: {}
         """
     )
-    assert config.ignored == (
-        "agent.yaml:4: agents.root.add_environment_info",
-        "agent.yaml:5: mcps",
+    assert config.warnings == (
+        "agent.yaml:4: agents.root.add_environment_info: warning: ignored: greenroom does not "
+        "implement this key",
+        "agent.yaml:5: mcps: warning: ignored: greenroom does not implement this key",
     )
 
 
@@ -167,12 +168,12 @@ def test_json_view_leaves_empty_fields_out() -> None:
     ("text", "expected"),
     [
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    modle: x\n",
+            "agents:\n  root:\n    model: openai/b\n    modle: x\n",
             "agent.yaml:4: agents.root.modle: unknown key",
             id="unknown-agent-key",
         ),
         pytest.param(
-            "agents:\n  root: {model: a/b}\nextra: 1\n",
+            "agents:\n  root: {model: openai/b}\nextra: 1\n",
             "agent.yaml:3: extra: unknown key",
             id="unknown-top-key",
         ),
@@ -187,38 +188,38 @@ def test_json_view_leaves_empty_fields_out() -> None:
             id="unknown-model-ref",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    max_iterations: many\n",
+            "agents:\n  root:\n    model: openai/b\n    max_iterations: many\n",
             "agent.yaml:4: agents.root.max_iterations: expected a non-negative integer, "
             "got string 'many'",
             id="wrong-type",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    add_date: 1\n",
+            "agents:\n  root:\n    model: openai/b\n    add_date: 1\n",
             "agent.yaml:4: agents.root.add_date: expected a boolean, got integer 1",
             id="int-is-not-bool",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    sub_agents:\n      - ghost\n",
+            "agents:\n  root:\n    model: openai/b\n    sub_agents:\n      - ghost\n",
             "agent.yaml:5: agents.root.sub_agents[0]: unknown agent 'ghost'",
             id="unknown-sub-agent",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    commands:\n      go: {agent: ghost}\n",
+            "agents:\n  root:\n    model: openai/b\n    commands:\n      go: {agent: ghost}\n",
             "agent.yaml:5: agents.root.commands.go.agent: unknown agent 'ghost'",
             id="unknown-switch-target",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    commands:\n      - go: {agent: ghost}\n",
+            "agents:\n  root:\n    model: openai/b\n    commands:\n      - go: {agent: ghost}\n",
             "agent.yaml:5: agents.root.commands.go.agent: unknown agent 'ghost'",
             id="unknown-switch-target-list-form",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    commands:\n      go: {agnt: root}\n",
+            "agents:\n  root:\n    model: openai/b\n    commands:\n      go: {agnt: root}\n",
             "agent.yaml:5: agents.root.commands.go.agnt: unknown key",
             id="unknown-command-key",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    toolsets:\n      - command: ls\n",
+            "agents:\n  root:\n    model: openai/b\n    toolsets:\n      - command: ls\n",
             "agent.yaml:5: agents.root.toolsets[0].type: is required",
             id="toolset-without-type",
         ),
@@ -228,17 +229,18 @@ def test_json_view_leaves_empty_fields_out() -> None:
             id="model-without-model",
         ),
         pytest.param(
-            "agents:\n  root: {model: m}\nmodels:\n  m: {provider: p, model: x, max_tokens: 0}\n",
+            "agents:\n  root: {model: m}\nmodels:\n"
+            "  m: {provider: openai, model: x, max_tokens: 0}\n",
             "agent.yaml:4: models.m.max_tokens: expected a positive integer, got integer 0",
             id="max-tokens-zero",
         ),
         pytest.param(
-            "agents:\n  root: {model: a/b}\npermissions:\n  deny: rm\n",
+            "agents:\n  root: {model: openai/b}\npermissions:\n  deny: rm\n",
             "agent.yaml:4: permissions.deny: expected a list of strings, got string 'rm'",
             id="permissions-not-a-list",
         ),
         pytest.param(
-            "agents:\n  root:\n    model: a/b\n    harness: {type: codex}\n",
+            "agents:\n  root:\n    model: openai/b\n    harness: {type: codex}\n",
             "agent.yaml:4: agents.root.harness: harness agents are not supported",
             id="harness",
         ),
@@ -247,12 +249,12 @@ def test_json_view_leaves_empty_fields_out() -> None:
         pytest.param("", "agent.yaml:1: (document): the file is empty", id="empty"),
         pytest.param("- a\n", "agent.yaml:1: (document): expected a mapping", id="list"),
         pytest.param(
-            "agents:\n  root: {model: a/b\n",
+            "agents:\n  root: {model: openai/b\n",
             "agent.yaml:3: (yaml): ",
             id="yaml-syntax",
         ),
         pytest.param(
-            "agents:\n  root: {model: a/b}\n  root: {model: a/c}\n",
+            "agents:\n  root: {model: openai/b}\n  root: {model: openai/c}\n",
             "agent.yaml:3: (yaml): ",
             id="duplicate-key",
         ),
@@ -283,7 +285,7 @@ def test_all_faults_are_reported_in_line_order() -> None:
 
 def test_error_is_an_invalid_request_with_the_first_path() -> None:
     with pytest.raises(AgentConfigError) as info:
-        parse("agents:\n  root:\n    model: a/b\n    add_date: maybe\n")
+        parse("agents:\n  root:\n    model: openai/b\n    add_date: maybe\n")
     exc = info.value
     assert isinstance(exc, InvalidRequest)
     assert (exc.status, exc.code, exc.path) == (400, "invalid_agent_config", "agents.root.add_date")
@@ -311,7 +313,7 @@ def test_validate_files_and_main(tmp_path) -> None:
     assert len(validate_files([tmp_path])) == 1
     out = io.StringIO()
     assert validate_main([str(good)], out=out) == 0
-    assert f"{good}: ok (2 agent(s))" in out.getvalue()
+    assert f"{good}: ok, 1 warning(s) (2 agent(s))" in out.getvalue()
     out = io.StringIO()
     assert validate_main([str(good), str(bad)], out=out) == 1
     assert f"{bad}:3: agents.root.model" in out.getvalue()

@@ -17,17 +17,17 @@ from greenroom.agents import (
 )
 from greenroom.errors import AgentConfigError, AgentNotFound
 
-SINGLE = "agents:\n  root:\n    model: a/b\n    description: Single {n}\n"
+SINGLE = "agents:\n  root:\n    model: openai/b\n    description: Single {n}\n"
 MULTI = """\
 agents:
   first:
-    model: a/b
+    model: openai/b
     description: The first
     commands:
       zeta: Do zeta
       alpha: {agent: second}
   second:
-    model: a/c
+    model: openai/c
 """
 
 
@@ -67,7 +67,7 @@ def test_list_is_sorted_describes_the_first_agent_and_skips_broken_files(agent_d
 def test_get_returns_the_config_and_its_json(agent_dir) -> None:
     sources = AgentSources.from_paths([agent_dir / "team.yml", agent_dir / "solo.yaml"])
     assert list(sources.get("team").agents) == ["first", "second"]
-    assert sources.get_json("solo")["agents"]["root"]["model"] == "a/b"
+    assert sources.get_json("solo")["agents"]["root"]["model"] == "openai/b"
     with pytest.raises(AgentNotFound):
         sources.get("nope")
     with pytest.raises(AgentNotFound):

@@ -103,12 +103,12 @@ async def test_text_answer_streams_deltas_and_stores_the_message() -> None:
     ]
     assert [e.content for e in io.of(AgentChoice)] == ["Hel", "lo!"]
     assert io.of(AgentInfo)[0] == AgentInfo(
-        agent_name="root", model="fake/main", description="The main agent"
+        agent_name="root", model="openai/main", description="The main agent"
     )
     assert stopped(io).reason == "normal"
     answer = io.messages()[-1]
     assert (answer.role, answer.content, answer.agent_name) == ("assistant", "Hello!", "root")
-    assert answer.message.model == "fake/main"
+    assert answer.message.model == "openai/main"
     assert answer.id > 0
     request = provider.requests[0]
     assert [m.role for m in request.messages] == ["system", "user"]
@@ -177,7 +177,7 @@ async def test_unknown_tool_and_bad_arguments_give_error_results() -> None:
 async def test_max_iterations_stops_a_model_that_keeps_calling_tools() -> None:
     looping = [tool_step(call("think", {"thought": str(i)}, f"c{i}")) for i in range(5)]
     provider = FakeProvider(*looping)
-    yaml_text = "agents:\n  root:\n    model: fake/m\n    max_iterations: 2\n    toolsets:\n"
+    yaml_text = "agents:\n  root:\n    model: openai/m\n    max_iterations: 2\n    toolsets:\n"
     yaml_text += "      - type: think\n"
     io = start(FakeIO(), "loop")
     await make_runtime(provider, yaml_text).run_stream(io)
@@ -195,7 +195,7 @@ async def test_max_iterations_stops_a_model_that_keeps_calling_tools() -> None:
 
 async def test_a_model_that_stops_at_the_limit_does_not_report_it() -> None:
     provider = FakeProvider(tool_step(call("think", {"thought": "x"})), text("done"))
-    yaml_text = "agents:\n  root:\n    model: fake/m\n    max_iterations: 2\n    toolsets:\n"
+    yaml_text = "agents:\n  root:\n    model: openai/m\n    max_iterations: 2\n    toolsets:\n"
     yaml_text += "      - type: think\n"
     io = start(FakeIO(), "go")
     await make_runtime(provider, yaml_text).run_stream(io)
@@ -421,7 +421,7 @@ async def test_approve_tool_remembers_the_tool_for_later_calls(autojump_clock) -
 )
 async def test_denied_tools_are_refused_without_asking(session, file_rules) -> None:
     shell = ShellCalls()
-    yaml_text = "agents:\n  root: {model: fake/m}\n" + file_rules
+    yaml_text = "agents:\n  root: {model: openai/m}\n" + file_rules
     provider = FakeProvider(tool_step(call("shell", {"cmd": "x"})), text("fine"))
     io = start(FakeIO(session), "go")
     await shell_runtime(provider, shell, yaml_text=yaml_text).run_stream(io)
@@ -443,7 +443,7 @@ async def test_denied_tools_are_refused_without_asking(session, file_rules) -> N
 )
 async def test_allowed_tools_run_without_asking(session, file_rules) -> None:
     shell = ShellCalls()
-    yaml_text = "agents:\n  root: {model: fake/m}\n" + file_rules
+    yaml_text = "agents:\n  root: {model: openai/m}\n" + file_rules
     provider = FakeProvider(tool_step(call("shell", {"cmd": "x"})), text("fine"))
     io = start(FakeIO(session), "go")
     await shell_runtime(provider, shell, yaml_text=yaml_text).run_stream(io)
@@ -509,7 +509,7 @@ async def test_tool_results_are_capped_on_the_copies_sent_to_the_model() -> None
 
 async def test_agent_limit_caps_tool_results_when_the_session_sets_none() -> None:
     provider = FakeProvider(text("ok"))
-    yaml_text = "agents:\n  root:\n    model: fake/m\n    max_tool_result_tokens: 10\n"
+    yaml_text = "agents:\n  root:\n    model: openai/m\n    max_tool_result_tokens: 10\n"
     io = FakeIO()
     await add_tool_exchange(io, call("think", {"thought": "t"}, "c1"), "y" * 1000)
     io.add_user("next")
@@ -520,7 +520,7 @@ async def test_agent_limit_caps_tool_results_when_the_session_sets_none() -> Non
 
 async def test_add_date_puts_today_in_the_system_prompt() -> None:
     provider = FakeProvider(text("ok"))
-    yaml_text = "agents:\n  root:\n    model: fake/m\n    instruction: Hi.\n    add_date: true\n"
+    yaml_text = "agents:\n  root:\n    model: openai/m\n    instruction: Hi.\n    add_date: true\n"
     runtime = make_runtime(provider, yaml_text, today=lambda: dt.date(2026, 11, 30))
     await runtime.run_stream(start(FakeIO(), "q"))
     assert provider.requests[0].messages[0].content == "Hi.\n\nToday's date: 2026-11-30"
@@ -529,7 +529,7 @@ async def test_add_date_puts_today_in_the_system_prompt() -> None:
 async def test_unavailable_toolsets_are_reported_as_a_warning() -> None:
     provider = FakeProvider(text("ok"))
     yaml_text = (
-        "agents:\n  root:\n    model: fake/m\n    toolsets:\n      - type: lsp\n"
+        "agents:\n  root:\n    model: openai/m\n    toolsets:\n      - type: lsp\n"
         "      - type: shell\n        env: [not, a, mapping]\n"
     )
     io = start(FakeIO(), "q")

@@ -14,7 +14,7 @@ from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 
 from .loop_support import AGENT_YAML, FakeIO, FakeProvider, start, text
 
-NO_ROOT = "agents:\n  alpha: {model: fake/a}\n  beta: {model: fake/b}\n"
+NO_ROOT = "agents:\n  alpha: {model: openai/a}\n  beta: {model: openai/b}\n"
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ async def test_title_generator_uses_the_agents_title_model(sources) -> None:
     built = await factory(sources, provider).build("team", "planner", Session.new())
     assert built.title_generator is not None
     assert await built.title_generator.generate(["hello"]) == "A title"
-    assert provider.requests[0].model.ref == "fake/titles"
+    assert provider.requests[0].model.ref == "openai/titles"
 
 
 async def test_auto_is_resolved_by_the_factory(sources) -> None:

@@ -67,7 +67,7 @@ async def test_set_agent_model_named_inline_and_restore() -> None:
 
     await runtime.set_agent_model("root", "")
     await runtime.run_stream(start(FakeIO(), "c"))
-    assert provider.requests[-1].model.ref == "fake/main"
+    assert provider.requests[-1].model.ref == "openai/main"
 
 
 async def test_set_agent_model_refuses_unknown_agents_and_refs() -> None:
@@ -84,22 +84,22 @@ async def test_a_provider_that_cannot_be_made_fails_the_switch() -> None:
 
     from greenroom.agents import LocalRuntime, parse_agent_file
 
-    config = parse_agent_file("agents:\n  root: {model: a/b}\n", "agent.yaml")
+    config = parse_agent_file("agents:\n  root: {model: openai/b}\n", "agent.yaml")
     runtime = LocalRuntime(config, provider_for=refuse)
     with pytest.raises(InvalidRequest, match="unknown provider 'weird'"):
         await runtime.set_agent_model("root", "weird/model")
-    assert [c.ref for c in await runtime.available_models()] == ["a/b"]
+    assert [c.ref for c in await runtime.available_models()] == ["openai/b"]
 
 
 async def test_available_models_lists_file_models_default_and_custom_refs() -> None:
     runtime = make_runtime(FakeProvider(), custom_models=["old/one"])
     choices = await runtime.available_models()
     assert choices == [
-        ModelChoice(name="alt", ref="alt", provider="fake", model="alternative"),
+        ModelChoice(name="alt", ref="alt", provider="openai", model="alternative"),
         ModelChoice(
-            name="fake/main",
-            ref="fake/main",
-            provider="fake",
+            name="openai/main",
+            ref="openai/main",
+            provider="openai",
             model="main",
             is_default=True,
             is_current=True,
@@ -110,7 +110,7 @@ async def test_available_models_lists_file_models_default_and_custom_refs() -> N
     choices = await runtime.available_models()
     assert [(c.ref, c.is_current, c.is_custom) for c in choices] == [
         ("alt", False, False),
-        ("fake/main", False, False),
+        ("openai/main", False, False),
         ("old/one", False, True),
         ("new/two", True, True),
     ]
@@ -125,8 +125,8 @@ async def test_available_models_lists_file_models_default_and_custom_refs() -> N
 
 def test_title_models_put_the_title_model_first() -> None:
     runtime = make_runtime(FakeProvider(), agent="planner")
-    assert [m.ref for m in runtime.title_models()] == ["fake/titles", "fake/alternative"]
-    assert [m.ref for m in make_runtime(FakeProvider()).title_models()] == ["fake/main"]
+    assert [m.ref for m in runtime.title_models()] == ["openai/titles", "openai/alternative"]
+    assert [m.ref for m in make_runtime(FakeProvider()).title_models()] == ["openai/main"]
 
 
 async def test_resume_elicitation_without_a_request_is_refused() -> None:

@@ -1,10 +1,11 @@
 """Model providers: one streaming model call, whatever the vendor.
 
 :func:`make_provider` picks the provider for a :class:`ModelConfig`: ``openai`` (and the
-OpenAI-compatible ``dmr``, ``ollama``, ``mistral``, ``xai``), ``anthropic``, ``scripted`` (replays
-a script file) and ``echo`` (needs nothing). :func:`resolve_auto` says what the ``auto`` model
-ref stands for. Importing this package imports both vendor SDKs (about two seconds): do it at
-startup, never inside a request.
+OpenAI-compatible vendors by name, ``dmr`` and custom providers), ``anthropic``, ``google``,
+``amazon-bedrock``, ``scripted`` (replays a script file) and ``echo`` (needs nothing); the names
+are in ``_catalog.py``. :func:`resolve_auto` says what the ``auto`` model ref stands for.
+Importing this package imports the vendor SDKs (about two seconds): do it at startup, never
+inside a request.
 """
 
 from ._base import (
@@ -26,7 +27,9 @@ from ._factory import (
 from ._keys import KEYLESS_PLACEHOLDER as KEYLESS_PLACEHOLDER
 from ._retry import Backoff as Backoff
 from .anthropic_provider import AnthropicProvider as AnthropicProvider
+from .bedrock_provider import BedrockProvider as BedrockProvider
 from .echo import EchoProvider as EchoProvider
+from .google_provider import GoogleProvider as GoogleProvider
 from .openai_provider import OpenAIProvider as OpenAIProvider
 from .scripted import (
     Script as Script,

@@ -8,6 +8,7 @@ Failures raise :class:`~greenroom.errors.ModelError` subclasses (retries are the
 
 from __future__ import annotations
 
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeAlias
 
@@ -16,9 +17,29 @@ import attrs
 from greenroom.domain import ChatMessage, ToolCall, Usage
 
 
+def freeze_options(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    """A read-only copy of ``value`` (nested mappings and lists frozen too)."""
+
+    def freeze(item: Any) -> Any:
+        if isinstance(item, Mapping):
+            return types.MappingProxyType({str(k): freeze(v) for k, v in item.items()})
+        if isinstance(item, list | tuple):
+            return tuple(freeze(v) for v in item)
+        return item
+
+    frozen: Mapping[str, Any] = freeze(dict(value or {}))
+    return frozen
+
+
 @attrs.frozen
 class ModelConfig:
-    """One entry of an agent file's ``models`` (or an inline ``provider/model`` ref)."""
+    """One entry of an agent file's ``models`` (or an inline ``provider/model`` ref).
+
+    ``api_type`` is set for a model of a custom provider (the file's ``providers:`` section):
+    which API its endpoint speaks (``openai_chatcompletions``). ``provider_opts`` holds the
+    provider-specific options; it takes no part in equality or hashing (a model is known by
+    its name within a file).
+    """
 
     name: str
     provider: str
@@ -28,6 +49,10 @@ class ModelConfig:
     temperature: float | None = None
     max_tokens: int | None = None
     title_model: str = ""
+    api_type: str = ""
+    provider_opts: Mapping[str, Any] = attrs.field(
+        factory=freeze_options, converter=freeze_options, eq=False, repr=False
+    )
 
     @property
     def ref(self) -> str:

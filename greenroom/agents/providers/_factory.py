@@ -11,76 +11,113 @@ import attrs
 from greenroom.errors import InvalidRequest
 
 from ._base import ModelConfig, Provider
+from ._catalog import VENDORS, Vendor, api_of, expand_env
 from .anthropic_provider import AnthropicProvider
+from .bedrock_provider import BedrockProvider
 from .echo import EchoProvider
+from .google_provider import GoogleProvider
 from .openai_provider import OpenAIProvider
 from .scripted import ScriptedProvider
 
 AUTO_OPENAI_MODEL = "gpt-5-mini"
 AUTO_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
+DMR_DEFAULT_URL = "http://localhost:12434/engines/v1"
 
-@attrs.frozen
-class _Compatible:
-    """An OpenAI-compatible provider name: its endpoint and key variable ("" for keyless)."""
-
-    base_url: str
-    key_var: str
-
-
-OPENAI_COMPATIBLE: Mapping[str, _Compatible] = {
-    "openai": _Compatible("", "OPENAI_API_KEY"),
-    "dmr": _Compatible("http://localhost:12434/engines/v1", ""),
-    "ollama": _Compatible("http://localhost:11434/v1", ""),
-    "mistral": _Compatible("https://api.mistral.ai/v1", "MISTRAL_API_KEY"),
-    "xai": _Compatible("https://api.x.ai/v1", "XAI_API_KEY"),
-}
-"""docker-agent provider names served by :class:`OpenAIProvider` (``openai`` keeps its rule:
-a custom ``base_url`` without ``token_key`` may run without a key)."""
-
-PROVIDERS = (*OPENAI_COMPATIBLE, "anthropic", "scripted", "echo")
+PROVIDERS = tuple(VENDORS)
 
 
 def make_provider(
     config: ModelConfig, *, env: Mapping[str, str] = os.environ, base_dir: Path | None = None
 ) -> Provider:
-    """The provider serving ``config`` (by ``config.provider``).
+    """The provider serving ``config`` (by its ``api_type``, else ``config.provider``).
+
+    A model of a custom provider must have been resolved first
+    (:func:`~greenroom.agents.providers._catalog.apply_custom_provider`): it then carries its
+    ``api_type``, endpoint and key variable.
 
     Args:
         config: the model; its endpoint and key variable are fixed for the provider's life.
-        env: where API keys are read, when each call starts.
+        env: where API keys, ``*_BASE_URL`` variables and ``${VAR}`` references in endpoints
+            (``base_url: ${MY_GATEWAY}/v1``) are read (keys when each call starts, endpoints
+            now).
         base_dir: resolves a relative ``scripted`` script path (default: the working
             directory).
 
     Raises:
-        InvalidRequest: the provider is unknown, or a ``scripted`` script is missing or bad.
+        InvalidRequest: the provider is unknown or unsupported, an endpoint variable is unset,
+            or a ``scripted`` script is missing or bad.
     """
-    name = config.provider
-    if name == "anthropic":
-        return AnthropicProvider(config, env=env)
-    if name == "echo":
-        return EchoProvider()
-    if name == "scripted":
-        path = Path(config.model).expanduser()
-        if not path.is_absolute():
-            path = (base_dir or Path.cwd()) / path
-        return ScriptedProvider.from_file(path)
-    compatible = OPENAI_COMPATIBLE.get(name)
-    if compatible is None:
+    api = api_of(config)
+    vendor = VENDORS.get(config.provider)
+    if "${" in config.base_url:
+        expanded = expand_env(config.base_url, env, what=f"model {config.name!r} base_url")
+        config = attrs.evolve(config, base_url=expanded)
+    if api is None:
         raise InvalidRequest(
-            f"model {config.name!r} names an unknown provider {name!r} "
-            f"(known: {', '.join(PROVIDERS)})",
+            f"model {config.name!r} names an unknown provider {config.provider!r} "
+            f"(known: {', '.join(sorted(PROVIDERS))}, or a name from the file's providers)",
             path=f"$.models.{config.name}.provider",
         )
-    if name == "openai":
+    if vendor is not None and vendor.unsupported and not config.api_type:
+        raise InvalidRequest(
+            f"model {config.name!r}: provider {config.provider!r} is not supported by "
+            f"greenroom: {vendor.unsupported}",
+            path=f"$.models.{config.name}.provider",
+        )
+    match api:
+        case "anthropic":
+            return AnthropicProvider(config, env=env)
+        case "google":
+            return GoogleProvider(config, env=env)
+        case "bedrock":
+            return BedrockProvider(config, env=env)
+        case "echo":
+            return EchoProvider.from_options(config.provider_opts)
+        case "scripted":
+            path = Path(config.model).expanduser()
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            return ScriptedProvider.from_file(path)
+        case "openai":
+            return _openai_compatible(config, vendor, env)
+
+
+def _openai_compatible(
+    config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str]
+) -> OpenAIProvider:
+    if config.api_type or vendor is None or vendor.name == "openai":
+        # ``openai`` and custom providers: a custom endpoint (the model's or OPENAI_BASE_URL)
+        # without a token_key may run without a key.
         return OpenAIProvider(config, env=env)
-    config = attrs.evolve(config, base_url=config.base_url or compatible.base_url)
+    base_url = config.base_url or vendor.base_url
+    if vendor.name == "dmr" and not base_url:
+        base_url = _dmr_url(env)
+    if not base_url:
+        raise InvalidRequest(
+            f"model {config.name!r}: provider {vendor.name!r} has no default endpoint; "
+            "set base_url",
+            path=f"$.models.{config.name}.base_url",
+        )
+    config = attrs.evolve(
+        config, base_url=expand_env(base_url, env, what=f"model {config.name!r} base_url")
+    )
     return OpenAIProvider(
         config,
         env=env,
-        require_key=bool(compatible.key_var or config.token_key),
-        default_key_var=compatible.key_var,
+        require_key=bool(vendor.key_var or config.token_key),
+        default_key_var=vendor.key_var,
     )
+
+
+def _dmr_url(env: Mapping[str, str]) -> str:
+    """Docker Model Runner's endpoint: ``MODEL_RUNNER_HOST``, else the local default.
+
+    (docker-agent also probes Docker Desktop's in-container addresses; set ``base_url`` or
+    ``MODEL_RUNNER_HOST`` for those.)
+    """
+    host = env.get("MODEL_RUNNER_HOST", "").strip().rstrip("/")
+    return f"{host}/engines/v1" if host else DMR_DEFAULT_URL
 
 
 def resolve_auto(env: Mapping[str, str] = os.environ) -> tuple[ModelConfig, str]:

@@ -47,6 +47,7 @@ from ._stream import StreamAssembly, idle_limit, next_within
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_VAR = "ANTHROPIC_API_KEY"
+BASE_URL_VAR = "ANTHROPIC_BASE_URL"
 DEFAULT_MAX_TOKENS = 8192
 """Sent when neither the request nor the model config sets max tokens (the API requires it)."""
 DEFAULT_IDLE = 300.0
@@ -67,7 +68,9 @@ class AnthropicProvider:
     ``request.max_tokens``, which wins). The key is always required: it is read from the
     variable ``config.token_key`` names (default ``ANTHROPIC_API_KEY``) when :meth:`complete`
     starts, and a missing one raises :class:`~greenroom.errors.ModelKeyMissing` before any
-    request. Extended thinking is not requested; thinking blocks a server streams anyway are
+    request. The endpoint is ``config.base_url``, else the environment's
+    ``ANTHROPIC_BASE_URL`` (as the official SDKs do), else Anthropic's API. Extended thinking is
+    not requested; thinking blocks a server streams anyway are
     reported as reasoning.
 
     Attributes:
@@ -86,7 +89,7 @@ class AnthropicProvider:
         idle: float | None = DEFAULT_IDLE,
     ) -> None:
         self.config = config
-        self.base_url = config.base_url or DEFAULT_BASE_URL
+        self.base_url = config.base_url or env.get(BASE_URL_VAR, "").strip() or DEFAULT_BASE_URL
         self.key_var = config.token_key or DEFAULT_KEY_VAR
         self.backoff = backoff
         self.idle = idle

@@ -3,19 +3,35 @@
 It is what the ``auto`` model ref falls back to when no API key is configured, so a fresh
 install can run a session end to end. The answer is ``Echo:`` followed by the first words of the
 last user message, streamed word by word, with usage figures estimated from the text.
+
+To try steering, follow-ups and cancellation by hand, slow it down with the model option
+``token_delay`` (seconds before each token)::
+
+    models:
+      slow:
+        provider: echo
+        model: echo
+        provider_opts: {token_delay: 0.5}
+
+It also writes session titles without a prompt: :meth:`EchoProvider.title` makes one from the
+first user message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import trio
 
 from greenroom.domain import ChatMessage, Usage
+from greenroom.errors import InvalidRequest
 
 from ._base import ModelRequest, ModelResponse, OnDelta, TextDelta
 
 MAX_WORDS = 12
+MAX_TOKEN_DELAY = 60.0
+TITLE_WORDS = 6
 
 
 class EchoProvider:
@@ -27,6 +43,37 @@ class EchoProvider:
 
     def __init__(self, *, token_delay: float = 0.0) -> None:
         self.token_delay = token_delay
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> EchoProvider:
+        """An echo model configured by a model's ``provider_opts`` (``token_delay``).
+
+        Raises:
+            InvalidRequest: an unknown option, or a delay that is not 0 to 60 seconds.
+        """
+        unknown = sorted(set(options) - {"token_delay"})
+        if unknown:
+            raise InvalidRequest(
+                f"echo model: unknown provider_opts {unknown} (it takes token_delay)",
+                path="provider_opts",
+            )
+        delay = options.get("token_delay", 0.0)
+        if (
+            not isinstance(delay, int | float)
+            or isinstance(delay, bool)
+            or not 0 <= delay <= MAX_TOKEN_DELAY
+        ):
+            raise InvalidRequest(
+                f"echo model: token_delay must be a number of seconds from 0 to "
+                f"{MAX_TOKEN_DELAY:g}, got {delay!r}",
+                path="provider_opts.token_delay",
+            )
+        return cls(token_delay=float(delay))
+
+    async def title(self, user_messages: list[str]) -> str:
+        """A title made of the first words of the first user message (no model call)."""
+        await trio.lowlevel.checkpoint()
+        return echo_title(user_messages[0] if user_messages else "")
 
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         tokens = echo_tokens(last_user_text(request.messages))
@@ -48,6 +95,17 @@ def echo_tokens(text: str) -> list[str]:
     if len(words) > MAX_WORDS:
         tokens.append(" …")
     return tokens
+
+
+def echo_title(text: str) -> str:
+    """The first few words of ``text``, capitalised, ``…`` when cut (``""`` for none)."""
+    words = text.split()
+    if not words:
+        return ""
+    title = " ".join(words[:TITLE_WORDS])
+    if len(words) > TITLE_WORDS:
+        title += " …"
+    return title[:1].upper() + title[1:]
 
 
 def last_user_text(messages: Iterable[ChatMessage]) -> str:

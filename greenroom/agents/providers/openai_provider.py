@@ -42,6 +42,7 @@ from ._stream import StreamAssembly, idle_limit, next_within
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
+BASE_URL_VAR = "OPENAI_BASE_URL"
 DEFAULT_IDLE = 300.0
 """Seconds a stream may stay silent (also while waiting for the response headers)."""
 
@@ -61,6 +62,10 @@ class OpenAIProvider:
     naming the variable). ``require_key`` overrides this rule; ``default_key_var`` replaces
     ``OPENAI_API_KEY`` (``""``: no variable, for servers that never take a key).
 
+    Endpoint: ``config.base_url``, else the environment's ``OPENAI_BASE_URL`` (as the official
+    SDKs do: it points a whole team at a gateway or a local server), else OpenAI's API. An
+    endpoint from ``OPENAI_BASE_URL`` counts as custom for the key rule above.
+
     Attributes:
         backoff: the retry policy for HTTP 429, 5xx and connection errors.
         idle: seconds without any data from the server before the call fails with
@@ -78,10 +83,11 @@ class OpenAIProvider:
         idle: float | None = DEFAULT_IDLE,
     ) -> None:
         self.config = config
-        self.base_url = config.base_url or DEFAULT_BASE_URL
+        custom_url = config.base_url or env.get(BASE_URL_VAR, "").strip()
+        self.base_url = custom_url or DEFAULT_BASE_URL
         self.key_var = config.token_key or default_key_var
         if require_key is None:
-            require_key = not (config.base_url and not config.token_key)
+            require_key = not (custom_url and not config.token_key)
         self.require_key = require_key
         self.backoff = backoff
         self.idle = idle
