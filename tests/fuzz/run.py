@@ -62,7 +62,12 @@ def run_one_turn(url: str) -> None:
 
 
 def schemathesis(
-    url: str, *, examples: int, deterministic: bool, seed: int | None
+    url: str,
+    *,
+    examples: int,
+    deterministic: bool,
+    seed: int | None,
+    max_time: int | None = None,
 ) -> tuple[int, str]:
     st = Path(sys.executable).with_name("st")
     command = [str(st), "--config-file", str(CONFIG), "run", f"{url}/openapi.json"]
@@ -73,6 +78,8 @@ def schemathesis(
         command.append("--generation-deterministic")
     elif seed is not None:
         command += ["--seed", str(seed)]
+    if max_time is not None:  # fuzzing and stateful testing repeat until the budget is spent
+        command += ["--max-time", str(max_time)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
     return done.returncode, done.stdout + done.stderr
 
@@ -81,11 +88,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=100, help="examples per operation")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-time", type=int, default=None, help="seconds to keep fuzzing")
     args = parser.parse_args()
     with live_server() as url:
         run_one_turn(url)
         code, output = schemathesis(
-            url, examples=args.examples, deterministic=False, seed=args.seed
+            url,
+            examples=args.examples,
+            deterministic=False,
+            seed=args.seed,
+            max_time=args.max_time,
         )
     print(output)
     return code
