@@ -32,7 +32,7 @@ bench: $(STAMP)  # by hand, a few minutes; figures go into docs/benchmarks.md
 	$(BIN)/python bench/transport.py
 
 fuzz: $(STAMP)  # by hand, ~10 minutes: schemathesis, all phases and checks, ~20,000 cases
-	$(BIN)/python -m tests.fuzz.run --examples $(or $(EXAMPLES),100) --max-time $(or $(SECONDS),600) $(if $(SEED),--seed $(SEED))
+	$(BIN)/python -m tests.fuzz.run --examples $(or $(EXAMPLES),100) --max-time $(or $(FUZZ_SECONDS),600) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
