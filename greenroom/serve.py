@@ -129,11 +129,16 @@ class SourcesCatalog:
 
     async def tool_count(self, source: str, agent_name: str) -> int:
         await trio.lowlevel.checkpoint()
+        return len(default_tools_for(self._agent(source, agent_name)).specs)
+
+    def check_agent(self, source: str, agent_name: str) -> None:
+        self._agent(source, agent_name)
+
+    def _agent(self, source: str, agent_name: str) -> Any:
         try:
-            agent = self.sources.get(source).agent(agent_name)
-        except AgentConfigError as exc:
+            return self.sources.get(source).agent(agent_name)
+        except AgentConfigError as exc:  # the file never loaded: the source is unusable
             raise AgentSourceUnavailable(str(exc)) from exc
-        return len(default_tools_for(agent).specs)
 
 
 @asynccontextmanager

@@ -240,6 +240,11 @@ class ToggleToolApproval:
 
 
 @attrs.frozen
+class ToggleThinking:
+    pass
+
+
+@attrs.frozen
 class Delete:
     pass
 

@@ -126,6 +126,9 @@ class SessionHandle:
     async def toggle_tool_approval(self) -> None:
         await self._call(c.ToggleToolApproval())
 
+    async def toggle_thinking(self) -> None:
+        await self._call(c.ToggleThinking())
+
     async def queue_depth(self) -> c.QueueDepth:
         return await self._call(c.GetQueueDepth())  # type: ignore[no-any-return]
 

@@ -387,6 +387,11 @@ async def _set_safety_policy(actor: SessionActor, cmd: c.SetSafetyPolicy) -> Non
     await actor.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
 
 
+@handles(c.ToggleThinking)
+async def _toggle_thinking(actor: SessionActor, _: c.ToggleThinking) -> None:
+    await actor.update(None, thinking=not actor.session.thinking)
+
+
 @handles(c.ToggleToolApproval)
 async def _toggle_tool_approval(actor: SessionActor, _: c.ToggleToolApproval) -> None:
     approved = not actor.session.tools_approved

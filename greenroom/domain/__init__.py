@@ -42,6 +42,8 @@ from ._history import (
     visible_messages as visible_messages,
 )
 from ._json import (
+    WIRE_HIDDEN as WIRE_HIDDEN,
+    WIRE_RENAMES as WIRE_RENAMES,
     converter as converter,
     event_from_json as event_from_json,
     event_to_json as event_to_json,
@@ -52,6 +54,7 @@ from ._json import (
     parse_datetime as parse_datetime,
     to_json as to_json,
 )
+from ._lenient import known_keys_only as known_keys_only, parse_lenient as parse_lenient
 from ._limits import (
     INT64_MAX as INT64_MAX,
     INT64_MIN as INT64_MIN,

@@ -52,6 +52,8 @@ from ._types import (
 T = TypeVar("T")
 
 __all__ = [
+    "WIRE_HIDDEN",
+    "WIRE_RENAMES",
     "converter",
     "event_from_json",
     "event_to_json",
@@ -394,8 +396,15 @@ def item_to_json(item: Item) -> dict[str, Any]:
 converter.register_structure_hook_func(lambda t: t == Item, item_from_json)
 converter.register_unstructure_hook_func(lambda t: t == Item, item_to_json)
 # Sessions always carry every field; ``items`` is "messages" on the wire, ``parent_id`` internal.
+WIRE_RENAMES: dict[type[Any], dict[str, str]] = {Session: {"items": "messages"}}
+"""Attributes whose JSON key differs from their Python name."""
+WIRE_HIDDEN: dict[type[Any], frozenset[str]] = {Session: frozenset({"parent_id"})}
+"""Attributes that never appear in JSON."""
 _register(
-    Session, omit_empty=False, items=override(rename="messages"), parent_id=override(omit=True)
+    Session,
+    omit_empty=False,
+    **{name: override(rename=key) for name, key in WIRE_RENAMES[Session].items()},
+    **{name: override(omit=True) for name in WIRE_HIDDEN[Session]},
 )
 
 

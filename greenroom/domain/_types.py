@@ -203,6 +203,8 @@ class Session:
     agent_model_overrides: Mapping[str, str] = attrs.field(factory=frozen_map, converter=frozen_map)
     custom_models_used: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
     starred: bool = False
+    thinking: bool = True  # the model may reason (docker-agent's default)
+    hide_tool_results: bool = False  # a display preference clients keep on the session
     parent_id: str = ""
     attributes: Mapping[str, str] = attrs.field(factory=frozen_map, converter=frozen_map)
     approvals: tuple[Approval, ...] = ()

@@ -40,6 +40,8 @@ SESSION_COLUMNS = (
     "starred",
     "attributes",
     "approvals",
+    "thinking",
+    "hide_tool_results",
 )
 
 
@@ -74,6 +76,8 @@ def session_to_row(session: Session) -> tuple[Any, ...]:
         int(session.starred),
         dumps(dict(session.attributes)),
         dumps([to_json(a, Approval) for a in session.approvals]),
+        int(session.thinking),
+        int(session.hide_tool_results),
     )
 
 
@@ -99,6 +103,8 @@ def row_to_session(row: sqlite3.Row, items: tuple[Item, ...]) -> Session:
         starred=bool(row["starred"]),
         attributes=json.loads(row["attributes"]),
         approvals=tuple(parse(a, Approval) for a in json.loads(row["approvals"])),
+        thinking=bool(row["thinking"]),
+        hide_tool_results=bool(row["hide_tool_results"]),
     )
 
 

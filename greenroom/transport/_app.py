@@ -60,7 +60,7 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Re
         assert isinstance(data, bytes)
         if data.strip():
             check_json_content_type(request.headers.get("Content-Type"))
-        body = parse_body(data, op.body, empty_ok=not op.body_required)
+        body = parse_body(data, op.body, empty_ok=not op.body_required, array_field=op.array_body)
     raw_headers = {k.lower(): v for k, v in request.headers.items()}
     query, headers = check_params(op, params, dict(request.args), raw_headers)
     return Request(params, query, headers, body)

@@ -63,8 +63,9 @@ class APIMessage:
 
 @attrs.frozen
 class SessionTemplate:
-    """``POST /api/sessions``: the honoured fields of a Session; the others are accepted (a
-    client may post a whole session back) and ignored."""
+    """``POST /api/sessions``: the honoured fields of a Session. Over REST any other key is
+    ignored (docker-agent's client posts a whole marshalled session: id, messages, tokens...);
+    a fresh id, ``created_at`` and history are generated."""
 
     title: Title = ""
     tools_approved: bool = False
@@ -78,18 +79,8 @@ class SessionTemplate:
     attributes: dict[str, str] = attrs.field(factory=dict)
     agent_model_overrides: dict[str, str] = attrs.field(factory=dict)
     custom_models_used: tuple[str, ...] = ()
-    # Accepted and ignored: a fresh id, created_at, history and counters are generated.
-    id: Any = None
-    messages: Any = None
-    created_at: Any = None
-    input_tokens: Any = None
-    output_tokens: Any = None
-    cost: Any = None
-    starred: Any = None
-    hide_tool_results: Any = None
-    origin: Any = None
-    attached_files: Any = None
-    approvals: Any = None
+    thinking: bool = True
+    hide_tool_results: bool = False
 
 
 @attrs.frozen

@@ -22,6 +22,10 @@ class AgentCatalog(Protocol):
 
     async def tool_count(self, source: str, agent_name: str) -> int: ...
 
+    def check_agent(self, source: str, agent_name: str) -> None:
+        """Raise AgentNotFound (unknown source or agent name; "" is the default agent) or
+        AgentSourceUnavailable."""
+
 
 @attrs.frozen
 class AppConfig:

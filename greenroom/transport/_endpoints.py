@@ -54,6 +54,8 @@ def session_response(session: Session) -> dict[str, Any]:
         "output_tokens": session.output_tokens,
         "working_dir": session.working_dir,
         "permissions": to_json(session.permissions),
+        "thinking": session.thinking,
+        "hide_tool_results": session.hide_tool_results,
     }
 
 
@@ -142,6 +144,8 @@ async def create_session(ctx: Context, req: Request) -> Reply:
         max_iterations=t.max_iterations,
         max_tool_result_tokens=t.max_tool_result_tokens,
         attributes=t.attributes,
+        thinking=t.thinking,
+        hide_tool_results=t.hide_tool_results,
         agent_model_overrides=t.agent_model_overrides,
         custom_models_used=t.custom_models_used,
     )
@@ -210,6 +214,9 @@ async def start_run(ctx: Context, req: Request) -> Any:
     """Start a turn; returns the RunStream (each transport streams it its own way)."""
     body: b.RunBody = req.body
     policy = req.query.get("on_disconnect", "cancel")
+    # Every run names its agent: an unknown source or agent name is 404 even on a session whose
+    # runtime was built before (which would otherwise run its first agent for any name).
+    ctx.agents.check_agent(req.params["agent"], req.params.get("agent_name", ""))
     messages = tuple(ChatMessage(m.role, m.content, m.multi_content) for m in body.messages)
     return await ctx.registry.session(_session_id(req)).run(
         req.params["agent"],
@@ -254,6 +261,11 @@ async def resume(ctx: Context, req: Request) -> Reply:
     request = ResumeRequest(kind, body.reason, body.tool_name, expires_in, decided_by)  # type: ignore[arg-type]
     await ctx.registry.session(_session_id(req)).resume(request)
     return Reply({"message": "session resumed"})
+
+
+async def toggle_thinking(ctx: Context, req: Request) -> Reply:
+    await ctx.registry.session(_session_id(req)).toggle_thinking()
+    return Reply(None)
 
 
 async def toggle_tools(ctx: Context, req: Request) -> Reply:

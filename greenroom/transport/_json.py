@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from greenroom.domain import INT64_MAX, INT64_MIN, check_text, check_value, parse
+from greenroom.domain import INT64_MAX, INT64_MIN, check_text, check_value, parse_lenient
 from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
 
 from ._params import path_param
@@ -85,11 +85,19 @@ def _no_constant(name: str) -> Any:
     raise InvalidRequest(f"invalid JSON: {name} is not a JSON value")
 
 
-def parse_body(data: bytes, cls: type[T], *, empty_ok: bool = False) -> T:
+def parse_body(
+    data: bytes, cls: type[T], *, empty_ok: bool = False, array_field: str | None = None
+) -> T:
+    """A REST body as ``cls``, read as docker-agent reads it: unknown keys are ignored (a
+    declared key with a wrong value is still a 400). With ``array_field``, a bare JSON array
+    stands for ``{array_field: [...]}`` (the run body older clients send)."""
     value = load_json(data, empty={} if empty_ok else None)
+    if isinstance(value, list) and array_field is not None:
+        value = {array_field: value}
     if not isinstance(value, dict):
-        raise InvalidRequest("$: expected a JSON object")
-    return parse(value, cls)
+        expected = "a JSON object or array" if array_field else "a JSON object"
+        raise InvalidRequest(f"$: expected {expected}")
+    return parse_lenient(value, cls)
 
 
 def check_params(

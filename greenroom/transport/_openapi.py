@@ -3,6 +3,7 @@ request types, so the document and the routes cannot drift apart."""
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from greenroom import __version__
@@ -112,6 +113,8 @@ def _session_response(builder: SchemaBuilder) -> JSON:
             "output_tokens": {"type": "integer"},
             "working_dir": {"type": "string"},
             "permissions": {"anyOf": [builder.of(Permissions), {"type": "null"}]},
+            "thinking": {"type": "boolean"},
+            "hide_tool_results": {"type": "boolean"},
         },
         "required": ["id", "title", "created_at"],
     }
@@ -143,9 +146,13 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
     if op.public:
         out["security"] = []
     if op.body is not None:
+        schema = builder.of(op.body)
+        if op.array_body is not None:  # older clients send the array alone
+            field = typing.get_type_hints(op.body, include_extras=True)[op.array_body]
+            schema = {"oneOf": [schema, builder.of(field)]}
         out["requestBody"] = {
             "required": op.body_required,
-            "content": {"application/json": {"schema": builder.of(op.body)}},
+            "content": {"application/json": {"schema": schema}},
         }
     return out
 

@@ -52,6 +52,7 @@ from ._endpoints import (
     start_run,
     steer,
     subscribe_events,
+    toggle_thinking,
     toggle_tools,
     update_message,
 )
@@ -68,6 +69,7 @@ class Operation:
     summary: str
     body: type[Any] | None = None
     body_required: bool = True
+    array_body: str | None = None  # REST: a bare JSON array is the body's value of this field
     success: int = 200
     also: tuple[int, ...] = ()  # other success statuses (delete: 202 while still stopping)
     errors: tuple[int, ...] = ()
@@ -197,6 +199,7 @@ OPERATIONS: tuple[Operation, ...] = (
         start_run,
         "Run a turn with the source's default agent (SSE)",
         body=b.RunBody,
+        array_body="messages",
         query=(q.ON_DISCONNECT,),
         stream=True,
         errors=(400, 404, 409, 422, 502),
@@ -208,6 +211,7 @@ OPERATIONS: tuple[Operation, ...] = (
         start_run,
         "Run a turn with a named agent (SSE)",
         body=b.RunBody,
+        array_body="messages",
         query=(q.ON_DISCONNECT,),
         stream=True,
         errors=(400, 404, 409, 422, 502),
@@ -278,6 +282,14 @@ OPERATIONS: tuple[Operation, ...] = (
         f"{S}/tools/toggle",
         toggle_tools,
         "Toggle automatic tool approval",
+        errors=(404,),
+    ),
+    Operation(
+        "toggle_thinking",
+        "POST",
+        f"{S}/thinking/toggle",
+        toggle_thinking,
+        "Toggle the session's thinking mode (model reasoning)",
         errors=(404,),
     ),
     Operation(

@@ -10,11 +10,19 @@ from typing import Any
 
 import attrs
 
-from greenroom.domain import EVENT_TAGS, INT64_MAX, INT64_MIN, Length, Pattern, Range, Session
+from greenroom.domain import (
+    EVENT_TAGS,
+    INT64_MAX,
+    INT64_MIN,
+    WIRE_HIDDEN,
+    WIRE_RENAMES,
+    Length,
+    Pattern,
+    Range,
+    Session,
+)
 
 JSON = dict[str, Any]
-_RENAMES: dict[type[Any], dict[str, str]] = {Session: {"items": "messages"}}
-_HIDDEN: dict[type[Any], set[str]] = {Session: {"parent_id"}}
 _PRIMITIVES: dict[Any, JSON] = {
     str: {"type": "string"},
     int: {"type": "integer", "minimum": INT64_MIN, "maximum": INT64_MAX},
@@ -63,16 +71,16 @@ class SchemaBuilder:
             return {"type": "object", "additionalProperties": self.of(value)}
         raise TypeError(f"no JSON schema for {tp!r}")
 
-    def attrs_class(self, cls: type[Any], *, strict: bool = True) -> JSON:
+    def attrs_class(self, cls: type[Any]) -> JSON:
         if cls.__name__ in self.components:
             return {"$ref": f"#/components/schemas/{cls.__name__}"}
         self.components[cls.__name__] = {}  # placeholder: recursive types (Session)
         hints = typing.get_type_hints(cls, include_extras=True)
-        renames = _RENAMES.get(cls, {})
+        renames = WIRE_RENAMES.get(cls, {})
         properties: JSON = {}
         required = []
         for field in attrs.fields(cls):
-            if field.name in _HIDDEN.get(cls, set()):
+            if field.name in WIRE_HIDDEN.get(cls, ()):
                 continue
             key = renames.get(field.name, field.name)
             properties[key] = self.of(hints[field.name])
@@ -81,8 +89,8 @@ class SchemaBuilder:
         schema: JSON = {"type": "object", "properties": properties}
         if required:
             schema["required"] = required
-        if strict:
-            schema["additionalProperties"] = False
+        # No "additionalProperties": false: REST bodies are read as docker-agent's Go server
+        # reads them, ignoring keys they do not declare (docs/decisions/0007).
         schema.update(getattr(cls, "json_schema_extra", {}))
         self.components[cls.__name__] = schema
         return {"$ref": f"#/components/schemas/{cls.__name__}"}

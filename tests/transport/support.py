@@ -44,10 +44,13 @@ class FakeCatalog:
 
     async def tool_count(self, source: str, agent_name: str) -> int:
         await trio.lowlevel.checkpoint()
+        self.check_agent(source, agent_name)
+        return 3
+
+    def check_agent(self, source: str, agent_name: str) -> None:
         self.agent_config(source)
         if agent_name not in ("root", ""):
             raise AgentNotFound(f"agent not found: {agent_name}")
-        return 3
 
 
 class PhasedRuntime(FakeRuntime):

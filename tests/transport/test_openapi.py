@@ -62,6 +62,9 @@ def test_every_operation_and_route_is_documented() -> None:
         async def tool_count(self, source: str, agent_name: str) -> int:
             return 0
 
+        def check_agent(self, source: str, agent_name: str) -> None:
+            pass
+
     app = create_app(registry=None, agents=NoAgents())  # type: ignore[arg-type]
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
