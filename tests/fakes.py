@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -247,3 +248,21 @@ async def drain(stream: Any) -> list[Any]:
 
 STARTED = StreamStarted()
 STOPPED = StreamStopped()
+
+
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def without_timestamp(data: Any) -> Any:
+    """An event's JSON without its ``timestamp``, after checking it carries a valid one (every
+    event does, as docker-agent's do)."""
+    if isinstance(data, dict) and "type" in data:
+        data = dict(data)
+        stamp = data.pop("timestamp", None)
+        assert isinstance(stamp, str) and RFC3339_UTC.fullmatch(stamp), data
+    return data
+
+
+def event_json(entry: LogEntry) -> Any:
+    """``entry``'s event JSON without its (checked) timestamp."""
+    return without_timestamp(entry.json())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,18 @@ DEFAULT_SUBSCRIBER_BUFFER = 1024
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
+_second: list[Any] = [-1, ""]  # (whole second, its RFC 3339 text): formatted once a second
+
+
+def _timestamp() -> str:
+    """Now as RFC 3339 UTC with microseconds (``2026-12-01T15:04:05.123456Z``), cheaply."""
+    now = time.time()
+    whole = int(now)
+    if whole != _second[0]:
+        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{_second[1]}.{int((now - whole) * 1_000_000):06d}Z"
+
+
 @attrs.frozen
 class LogEntry:
     """One delivered event: ``seq`` is 0 for control events that are not in the log (gap)."""
@@ -35,8 +48,9 @@ class LogEntry:
 
     @classmethod
     def of(cls, seq: int, event: Event) -> LogEntry:
-        text = _ENCODER.encode(event_to_json(event))
-        return cls(seq, event, text.encode())
+        body = event_to_json(event)
+        body.setdefault("timestamp", _timestamp())  # as docker-agent's events carry one
+        return cls(seq, event, _ENCODER.encode(body).encode())
 
     def json(self) -> Any:
         return json.loads(self.data)

@@ -15,7 +15,7 @@ import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, Subscription
 from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
-from tests.fakes import collect
+from tests.fakes import collect, event_json
 
 
 def ev(n: int) -> AgentChoice:
@@ -41,7 +41,7 @@ async def test_sequence_numbers_start_at_one(autojump_clock: trio.testing.MockCl
     assert first is not None and second is not None
     assert (first.seq, second.seq) == (1, 2)
     assert log.last_seq == 2
-    assert first.json() == {"type": "agent_choice", "content": "chunk 1"}
+    assert event_json(first) == {"type": "agent_choice", "content": "chunk 1"}
 
 
 async def test_ring_is_bounded_at_capacity(autojump_clock: trio.testing.MockClock) -> None:
@@ -87,7 +87,7 @@ async def test_resume_point_older_than_ring_gets_gap_then_ring(
         entries, _ = await collect(sub)
     assert seqs(entries) == [0, 7, 8, 9, 10]
     assert isinstance(entries[0].event, Gap)
-    assert entries[0].json() == {"type": "gap"}
+    assert event_json(entries[0]) == {"type": "gap"}
 
 
 async def test_resume_right_before_the_oldest_kept_event_has_no_gap(
@@ -221,7 +221,7 @@ async def test_close_appends_sequenced_session_exited_and_ends_every_subscriptio
     assert (seqs(one), one_ended) == ([1, 2, 3], True)
     assert (seqs(two), two_ended) == ([3], True)
     assert two[0].event == SessionExited("bye")
-    assert two[0].json()["type"] == "session_exited"
+    assert event_json(two[0])["type"] == "session_exited"
 
 
 async def test_close_is_idempotent_and_a_closed_log_drops_appends(
@@ -258,7 +258,7 @@ async def test_each_event_is_serialised_once(autojump_clock: trio.testing.MockCl
     with log.subscribe() as replay:
         (from_replay,), _ = await collect(replay)
     assert from_replay.data is from_a.data
-    assert from_a.json() == {"type": "warning", "message": "careful"}
+    assert event_json(from_a) == {"type": "warning", "message": "careful"}
 
 
 async def test_end_subscribers_ends_without_session_exited(

@@ -23,7 +23,7 @@ from greenroom.agents import TurnIO
 from greenroom.domain import AgentChoice, Event, Session, StreamStopped
 from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 from greenroom.persistence import MemoryStore
-from tests.fakes import FakeFactory, FakeRuntime
+from tests.fakes import FakeFactory, FakeRuntime, without_timestamp
 
 AGENT = "agent"  # the one source key the fake factory and catalog know
 UNAVAILABLE = "remote"  # a source whose fetch fails (502)
@@ -171,7 +171,7 @@ class SSEReader:
             if line == "":
                 if seen:
                     if data_lines:
-                        current.data = json.loads("\n".join(data_lines))
+                        current.data = without_timestamp(json.loads("\n".join(data_lines)))
                     return current
                 continue
             seen = True
@@ -245,6 +245,8 @@ class WSClient:
     async def receive(self, within: float = 10) -> dict[str, Any]:
         with trio.fail_after(within):
             value: dict[str, Any] = json.loads(await self.ws.get_message())
+        if "event" in value:
+            value["event"] = without_timestamp(value["event"])
         return value
 
     async def wait_for(self, predicate: Any, *, within: float = 10) -> dict[str, Any]:

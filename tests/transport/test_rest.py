@@ -20,7 +20,7 @@ from quart.testing import QuartClient as Client
 from greenroom import __version__
 from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
 from greenroom.transport import OPERATIONS, AppConfig
-from tests.fakes import drain, user
+from tests.fakes import drain, user, without_timestamp
 from tests.transport.support import AGENT, UNAVAILABLE, Env, message_body, user_body
 
 JSON_TYPE = {"Content-Type": "application/json"}
@@ -92,7 +92,7 @@ def parse_sse(raw: bytes) -> list[tuple[int | None, Any]]:
             if line.startswith("id: "):
                 ident = int(line[4:])
             elif line.startswith("data: "):
-                data = json.loads(line[6:])
+                data = without_timestamp(json.loads(line[6:]))
         if data is not None:
             frames.append((ident, data))
     return frames
