@@ -28,6 +28,7 @@ import trio
 from greenroom.serve import ServeConfig, serve
 from tests.agents import fake_anthropic as fa, fake_openai as fo
 from tests.agents.fake_sse import FakeSSEServer
+from tests.fakes import without_timestamp
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,7 @@ def parse_sse(body: str) -> list[Frame]:
             elif line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
         if data:
-            frames.append(Frame(event_id, json.loads("\n".join(data))))
+            frames.append(Frame(event_id, without_timestamp(json.loads("\n".join(data)))))
     return frames
 
 
