@@ -140,11 +140,17 @@ def create_app(
 
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Response:
+        # The framework's own errors, in greenroom's shape and words (no werkzeug prose).
         status = exc.code or 500
-        codes = {404: "route_not_found", 405: "method_not_allowed", 413: "payload_too_large"}
-        body = {"message": exc.description or exc.name, "code": codes.get(status, "http_error")}
+        route = f"{request.method} {request.path}"
+        known = {
+            404: ("route_not_found", f"no route {route} (see GET /openapi.json)"),
+            405: ("method_not_allowed", f"{request.method} is not allowed on {request.path}"),
+            413: ("payload_too_large", "request body too large"),
+        }
+        code, message = known.get(status, ("http_error", exc.name))
         headers = {k: v for k, v in exc.get_headers() if k.lower() == "allow"}
-        return json_response(body, status, headers)
+        return json_response({"message": message, "code": code}, status, headers)
 
     @app.errorhandler(GreenroomError)
     async def greenroom_error(exc: GreenroomError) -> Response:

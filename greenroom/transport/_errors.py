@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from greenroom.errors import GreenroomError, QueueFull
+from greenroom.errors import GreenroomError, QueueFull, Unauthorized
 
 from ._json import error_body
 
@@ -25,4 +25,6 @@ def map_error(
     headers = {}
     if isinstance(exc, QueueFull):
         headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, Unauthorized):  # RFC 6750: say which scheme to use
+        headers["WWW-Authenticate"] = 'Bearer realm="greenroom"'
     return status, error_body(exc, code=code), headers

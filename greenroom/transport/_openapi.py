@@ -60,6 +60,8 @@ def _errors(*codes: int) -> JSON:
         }
     if "429" in out:
         out["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    if "401" in out:
+        out["401"]["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
     return out
 
 

@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for a slot
 CLOSE_GOING_AWAY = 1001
-CLOSE_POLICY = 1008
 CLOSE_TRY_AGAIN = 1013
 _FRAME_KEYS = frozenset({"id", "op"})
 
@@ -54,8 +53,8 @@ def register_websocket(app: QuartTrio, ctx: Context) -> None:
             if ctx.config.auth_token:
                 subprotocol = _authenticate(ctx.config.auth_token)
         except GreenroomError as exc:
-            status, body, _ = map_error(exc)
-            return Response(json.dumps(body), status, content_type="application/json")
+            status, body, headers = map_error(exc)
+            return Response(json.dumps(body), status, headers, content_type="application/json")
         await websocket.accept(subprotocol=subprotocol)
         await Connection(ctx).serve()
         return None
@@ -200,6 +199,10 @@ class Connection:
         run = json.dumps(frame_id)
         try:
             async for entry in stream:
+                # Sent once per connection: while this connection is subscribed to the session,
+                # its sequenced events come on the subscription (without a "run" key).
+                if entry.seq and session_id in self._subscriptions:
+                    continue
                 self.send(event_frame(session_id, entry, run=run))
         finally:
             stream.close()

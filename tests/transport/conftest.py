@@ -13,11 +13,12 @@ tests run on the real clock.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import hypercorn.trio
 import pytest
 import trio
+from quart.testing import QuartClient
 
 from greenroom.actors import RegistryConfig, open_registry
 from greenroom.persistence import MemoryStore, open_memory_store
@@ -70,6 +71,12 @@ async def env(
         app = create_app(registry, FakeCatalog(), app_config)
         yield Env(app, registry, runtime, factory, store)
         runtime.release()  # a held turn must not keep the registry from closing
+
+
+@pytest.fixture
+def client(env: Env) -> QuartClient:
+    """Quart's in-process test client of ``env.app``."""
+    return cast(QuartClient, env.app.test_client())
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import trio
@@ -32,11 +32,6 @@ SCRIPT = [StreamStarted(), AgentChoice("hello"), StreamStopped()]
 @pytest.fixture
 def runtime_options() -> dict[str, Any]:
     return {"script": list(SCRIPT)}
-
-
-@pytest.fixture
-def client(env: Env) -> Client:
-    return cast(Client, env.app.test_client())
 
 
 async def body_of(response: Response) -> Any:
