@@ -6,13 +6,19 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck pytest bench fuzz clean
 
+# First use (or a changed pyproject.toml): one line per step, then pip's own quiet install.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	touch $(STAMP)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "greenroom needs Python 3.11 or newer; $(PYTHON) is older (make PYTHON=python3.12 ...)"; exit 2; }
+	@test -x $(BIN)/python || { echo "greenroom: creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@echo "greenroom: installing greenroom and its dependencies into $(VENV) (first time: about a minute)"
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+	@echo "greenroom: installed; $$($(BIN)/greenroom --version)"
 
 run: $(STAMP)
-	$(BIN)/greenroom serve $(ARGS)
+	@echo "greenroom: starting the server ($(BIN)/greenroom serve $(ARGS))"
+	@$(BIN)/greenroom serve $(ARGS)
 
 test: lint typecheck pytest
 

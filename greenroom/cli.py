@@ -137,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_dir=args.data_dir,
         confirmation_timeout=args.confirmation_timeout,
         tune_gc=True,
+        access_log=args.log_level == "debug",
     )
     return run(cfg)
 

@@ -36,6 +36,7 @@ from greenroom.actors import Registry, open_registry
 from greenroom.agents import AgentSources, LocalRuntimeFactory
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
+from greenroom.agents.providers import resolve_auto
 from greenroom.errors import (
     AgentConfigError,
     AgentSourceUnavailable,
@@ -77,6 +78,7 @@ class ServeConfig:
     keep_alive_timeout: float = 5.0  # idle connections, and request headers, must not take longer
     max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
     tune_gc: bool = False  # process-wide GC settings: for the CLI's own process only
+    access_log: bool = False  # a log line per request (greenroom serve --log-level debug)
 
 
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces: fits every header
@@ -148,13 +150,35 @@ async def open_store(db: str) -> AsyncIterator[Store]:
             yield memory
         return
     path = Path(db) if db else default_db_path()
-    await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
+    try:
+        await trio.to_thread.run_sync(lambda: path.parent.mkdir(parents=True, exist_ok=True))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the database directory {path.parent}: {exc.strerror or exc} "
+            "(choose another file with --db PATH, or --db :memory:)"
+        ) from None
     async with open_sqlite_store(path) as sqlite:
         yield sqlite
 
 
 class _HypercornConfig(Config):
+    _bound: Sockets | None = None
+
+    def bind_now(self) -> None:
+        """Create the listening sockets before serving, so a port in use is reported at once
+        (as a ConfigError) instead of from inside the server's task tree."""
+        try:
+            self._bound = self.create_sockets()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {', '.join(self.bind)}: {exc.strerror or exc} "
+                "(another server on that port? choose one with --port, or --port 0 for any)"
+            ) from None
+
     def create_sockets(self) -> Sockets:
+        if self._bound is not None:
+            bound, self._bound = self._bound, None
+            return bound
         sockets = super().create_sockets()
         for sock in sockets.insecure_sockets:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -166,12 +190,13 @@ class _HypercornConfig(Config):
         return sockets
 
 
-def hypercorn_config(cfg: ServeConfig) -> Config:
+def hypercorn_config(cfg: ServeConfig) -> _HypercornConfig:
     config = _HypercornConfig()
     host = f"[{cfg.host}]" if ":" in cfg.host and not cfg.host.startswith("[") else cfg.host
     config.bind = [f"{host}:{cfg.port}"]
     config.graceful_timeout = cfg.graceful_timeout
-    config.accesslog = None
+    # --log-level debug: one access-log line per request.
+    config.accesslog = logging.getLogger("hypercorn.access") if cfg.access_log else None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.websocket_max_message_size = WS_MAX_MESSAGE
     # Also the time a new connection has to complete its request headers (hypercorn's idle
@@ -217,6 +242,8 @@ async def serve(
     sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
     for line in warnings:
         print(line, file=sys.stderr, flush=True)
+    http_config = hypercorn_config(cfg)
+    http_config.bind_now()
     async with (
         open_store(cfg.db) as store,
         open_registry(store, runtime_factory(cfg, sources)) as registry,
@@ -247,7 +274,7 @@ async def serve(
             async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
                 await hypercorn.trio.serve(
                     ClientLimits(ShieldedSend(app), cfg.max_connections_per_client),
-                    hypercorn_config(cfg),
+                    http_config,
                     shutdown_trigger=stop.wait,
                     task_status=task_status,
                 )
@@ -259,8 +286,27 @@ async def serve(
                 _settle_garbage_collector()
             url = binds[0]
             print(f"greenroom listening on {url}", flush=True)
+            for line in startup_summary(cfg, sources):
+                print(f"  {line}", flush=True)
             task_status.started(url)
         _ = registry
+
+
+def startup_summary(cfg: ServeConfig, sources: AgentSources) -> list[str]:
+    """What a person starting the server wants to know, after the ``listening`` line."""
+    if cfg.db == ":memory:":
+        database = "in memory (--db :memory:): sessions end with the process"
+    else:
+        database = str(Path(cfg.db) if cfg.db else default_db_path())
+    names = ", ".join(sources.keys()) or "none"
+    origin = "the bundled agent" if not cfg.agent_paths else ", ".join(cfg.agent_paths)
+    lines = [f"database: {database}", f"agents:   {names} ({origin})"]
+    if not cfg.agent_paths:
+        lines.append(f"model:    {resolve_auto()[1].removeprefix('auto model: ')}")
+    if cfg.auth_token:
+        lines.append("auth:     a bearer token is required (Authorization: Bearer ...)")
+    lines.append("stop:     Ctrl-C (or SIGTERM): open streams end, sessions are kept")
+    return lines
 
 
 def _settle_garbage_collector() -> None:

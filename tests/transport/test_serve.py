@@ -150,7 +150,7 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
             exit_code = await server.process.wait()
         assert exit_code == 0, server.stderr.decode()
         assert trio.current_time() - start < 8
-    assert server.stdout.decode().splitlines() == [f"greenroom listening on {server.url}"]
+    assert server.stdout.decode().splitlines()[0] == f"greenroom listening on {server.url}"
 
     # Restart on the same database file: the session and its turn are there.
     async with (
@@ -217,3 +217,47 @@ async def test_serve_memory_db_with_token(tmp_path: Path) -> None:
         assert json.loads(r.content)["message"] == "missing Authorization header"
         r = await client.get("/api/sessions", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200 and r.json() == []
+
+
+async def _refused(tmp_path: Path, *args: str) -> str:
+    """Run ``greenroom serve ARGS`` expecting a start-up refusal; returns its stderr."""
+    cmd = [sys.executable, "-m", "greenroom.cli", "serve", *args]
+    with trio.fail_after(STARTUP):
+        result = await trio.run_process(
+            cmd, capture_stdout=True, capture_stderr=True, check=False, env=child_env(tmp_path)
+        )
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert result.stdout == b""  # never listened
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.startswith("greenroom:")]) == 1, err
+    return err
+
+
+async def test_start_up_failures_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    with trio.socket.socket() as taken:
+        await taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        err = await _refused(tmp_path, "--port", port, "--db", ":memory:")
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    err = await _refused(tmp_path, "--port", "0", "--db", str(blocker / "sessions.sqlite3"))
+    assert "cannot create the database directory" in err and "--db" in err
+    err = await _refused(tmp_path, str(tmp_path / "missing.yaml"), "--port", "0")
+    assert "missing.yaml" in err
+
+
+async def test_start_up_says_where_things_are(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with serve(tmp_path, "--db", str(db)) as server:
+        with trio.fail_after(STARTUP):
+            for _ in range(STARTUP * 20):
+                if b"stop:" in server.stdout:
+                    break
+                await trio.sleep(0.05)  # real clock: the summary follows the listening line
+    lines = server.stdout.decode().splitlines()
+    assert lines[1:3] == [f"  database: {db}", "  agents:   default (the bundled agent)"]
+    assert lines[3].startswith("  model:    ") and "echo" in lines[3]
+    assert lines[4].startswith("  stop:     Ctrl-C")
