@@ -7,8 +7,6 @@ full schemathesis run (all phases and checks) is tests/fuzz/.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,8 +17,7 @@ from openapi_spec_validator import validate
 
 from greenroom.transport import OPERATIONS, create_app
 from greenroom.transport._openapi import build_openapi
-
-TOKEN = "fuzz-token"
+from tests.fuzz.run import TOKEN, live_server
 
 
 def refs(node: Any) -> Iterator[str]:
@@ -92,34 +89,8 @@ def test_error_shape_and_event_union_are_documented() -> None:
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "greenroom.cli",
-            "serve",
-            "--port",
-            "0",
-            "--db",
-            ":memory:",
-            "--auth-token",
-            TOKEN,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the server prints its URL (or exits)
-        match = re.fullmatch(r"greenroom listening on (http://127\.0\.0\.1:\d+)\n", line)
-        assert match, f"unexpected first line: {line!r}"
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with live_server() as url:
+        yield url
 
 
 # Operations that wait on purpose (up to 5 minutes) or stream until the client leaves are
