@@ -416,3 +416,90 @@ async def test_axe_reports_no_violations(browser: BrowserThread, scheme: str) ->
             await gr.client.create_session(title="An older session")
             violations = await browser.run(axe_scan, gr.url, scheme=scheme)
     assert violations == []
+
+
+def gap_flow(page: Page, url: str, drop_and_flood: object) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "hi there")
+    log = page.get_by_role("log")
+    expect(log).to_contain_text("Hello from greenroom!")
+    assert callable(drop_and_flood)
+    drop_and_flood()  # the page's resume point falls out of the 8-event ring meanwhile
+    expect(page.locator("#connection")).to_have_text("live")
+    page.get_by_label("Message", exact=True).fill("again")
+    page.get_by_role("button", name="Send").click()
+    expect(log.locator(".message.assistant")).to_have_count(2)
+    # The page re-snapshotted on the gap instead of replaying the buffer: no flood in sight.
+    expect(log).not_to_contain_text("flood")
+    expect(log.locator(".message.user")).to_have_count(2)
+
+
+async def test_gap_makes_the_page_resnapshot(browser: BrowserThread) -> None:
+    from greenroom.actors import RegistryConfig
+    from greenroom.domain import Warning as WarningEvent
+
+    with trio.fail_after(DEADLINE):
+        config = RegistryConfig(log_capacity=8)
+        async with open_greenroom(REPLY, registry_config=config) as gr:
+            token = trio.lowlevel.current_trio_token()
+
+            def flood() -> None:
+                gr.drop_connections()
+                for sid in gr.registry.live_ids():
+                    for n in range(20):
+                        gr.registry.append_event(sid, WarningEvent(f"flood {n}"))
+
+            def drop_and_flood() -> None:
+                trio.from_thread.run_sync(flood, trio_token=token)
+
+            await browser.run(gap_flow, gr.url, drop_and_flood)
+
+
+STEERED = ScriptedAgent(
+    turns=[
+        [{"text": "working"}, {"delay": 1.0}],
+        "took the steer",
+        "did the follow-up",
+    ],
+    loop=True,
+)
+
+
+def steer_flow(page: Page, url: str) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "start")
+    log = page.get_by_role("log")
+    expect(log).to_contain_text("working")
+    expect(page.get_by_role("button", name="Queue")).to_be_enabled()
+    page.get_by_label("Message", exact=True).fill("go left")
+    page.get_by_role("button", name="Send").click()  # a turn runs: this steers it
+    page.get_by_label("Message", exact=True).fill("then summarise")
+    page.get_by_role("button", name="Queue").click()
+    expect(log).to_contain_text("did the follow-up")
+    users = log.locator(".message.user .text")
+    expect(users).to_have_text(["start", "go left", "then summarise"])
+    expect(page.get_by_role("button", name="Queue")).to_be_disabled()
+
+
+async def test_steer_and_follow_up(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(STEERED) as gr:
+            await browser.run(steer_flow, gr.url)
+
+
+def picker_flow(page: Page, url: str) -> None:
+    open_page(page, url)
+    agent = page.get_by_label("Agent", exact=True)
+    expect(agent.locator("option")).to_have_count(2)
+    agent.select_option("other")
+    new_session_and_send(page, "hi")
+    expect(page.get_by_role("log")).to_contain_text("from the other agent")
+    model = page.get_by_label("Model", exact=True)
+    expect(model.locator("option", has_text="titles")).to_have_count(1)  # after the first turn
+
+
+async def test_agent_and_model_pickers(browser: BrowserThread) -> None:
+    other = ScriptedAgent(turns=["from the other agent"], loop=True)
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(REPLY, agents={"other": other}) as gr:
+            await browser.run(picker_flow, gr.url)
