@@ -314,7 +314,7 @@ class ChatApp:
                 if kind == "number":
                     return float(text)
             except ValueError:
-                self.out.error(f"{label} must be a {kind}")
+                self.out.error(f"{label}: {'a whole number' if kind == 'integer' else 'a number'}")
                 continue
             if prop.get("enum") and text not in map(str, prop["enum"]):
                 self.out.error(f"pick one of {', '.join(map(str, prop['enum']))}")

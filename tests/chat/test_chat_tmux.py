@@ -137,3 +137,39 @@ async def test_dumb_terminal_gets_plain_lines(tmux: Tmux) -> None:
             await tmux.type("hi")
             screen = await tmux.wait_for(r"agent: Hello from the terminal\.")
             assert "| tokens" not in screen.replace("[Terminal talk | tokens", "")  # no toolbar
+
+
+async def _ask_trip(ctx: ToolCallContext) -> str:
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "title": "City"},
+            "nights": {"type": "integer", "title": "Nights"},
+            "pets": {"type": "boolean", "title": "Pets"},
+        },
+        "required": ["city"],
+    }
+    answer = await ctx.elicit("Where to?", schema)
+    return f"{answer.action}: {answer.content}"
+
+
+async def test_elicitation_prompts(tmux: Tmux) -> None:
+    agent = ScriptedAgent(
+        turns=[[{"tool_call": {"name": "ask_trip", "arguments": {}}}], "Booked."],
+        tools=[Tool("ask_trip", _ask_trip)],
+    )
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(agent) as gr:
+            await start_chat(tmux, gr)
+            await tmux.type("plan a trip")
+            await tmux.wait_for(r"the agent asks: Where to\?")
+            await tmux.wait_for(r"^City>")  # capture-pane drops trailing spaces
+            await tmux.type("Lisbon")
+            await tmux.wait_for(r"^Nights \(optional\)>")
+            await tmux.type("three")
+            await tmux.wait_for(r"error: Nights: a whole number")
+            await tmux.type("3")
+            await tmux.wait_for(r"^Pets \[y/n\] \(optional\)>")
+            await tmux.type("y")
+            screen = await tmux.wait_for(r"agent: Booked\.")
+    assert "tool result: accept: {'city': 'Lisbon', 'nights': 3, 'pets': True}" in screen

@@ -224,3 +224,29 @@ async def test_sqlite_store_keeps_the_turn(tmp_path: object) -> None:
             stored = await gr.store.get_session(sid)
     contents = [m.message.content for m in stored.items if isinstance(m, Message)]
     assert contents == ["hello", "Hello from the scripted model."]
+
+
+def test_public_names() -> None:
+    import greenroom.testing
+
+    assert set(greenroom.testing.__all__) == {
+        "DEFAULT_SOURCE",
+        "Greenroom",
+        "ScriptedAgent",
+        "StoreKind",
+        "Tool",
+        "ToolCallContext",
+        "ToolHandler",
+        "open_greenroom",
+    }
+
+
+def test_a_bad_script_fails_at_setup_naming_the_entry(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from greenroom.errors import InvalidRequest
+
+    agent = ScriptedAgent(turns=[[{"txt": "typo"}]])
+    with pytest.raises(InvalidRequest) as raised:
+        agent.write(Path(str(tmp_path)), "default")
+    assert raised.value.path == "$.turns[0][0].txt"

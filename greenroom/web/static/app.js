@@ -412,6 +412,9 @@ function wire() {
   $("model-picker").addEventListener("change", (event) => {
     page.modelChoice = event.target.value;
   });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") refreshSessions(); // other tabs' changes
+  });
   $("composer-input").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
