@@ -76,8 +76,9 @@ def _bind(tool: Tool, holder: list[LocalRuntime]) -> FunctionTool:
 
 
 class _Dropper:
-    """ASGI middleware: :meth:`drop` cuts every open WebSocket and streaming response, as a
-    network failure or a proxy restart would (the clients must reconnect and resume)."""
+    """ASGI middleware: :meth:`drop` cuts every WebSocket and HTTP response in flight (event
+    streams included), as a network failure or a proxy restart would; clients must reconnect
+    and resume."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -123,7 +124,7 @@ class Greenroom:
     _context: Any
 
     def drop_connections(self) -> int:
-        """Cut every open WebSocket and streaming HTTP response; returns how many."""
+        """Cut every WebSocket and HTTP response in flight; returns how many."""
         return self._dropper.drop()
 
     def end_subscriptions(self) -> None:

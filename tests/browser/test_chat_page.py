@@ -503,3 +503,24 @@ async def test_agent_and_model_pickers(browser: BrowserThread) -> None:
     with trio.fail_after(DEADLINE):
         async with open_greenroom(REPLY, agents={"other": other}) as gr:
             await browser.run(picker_flow, gr.url)
+
+
+def reload_while_asked(page: Page, url: str) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "list the files")
+    dialog = page.get_by_role("dialog", name="Approve tool call?")
+    expect(dialog).to_be_visible()
+    page.reload()  # the turn waits on the server; the page finds the question in the log
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text('"cmd": "ls"')
+    log = page.get_by_role("log")
+    expect(log.locator(".message.assistant").first).to_contain_text("Let me look.")
+    dialog.get_by_role("button", name="Approve", exact=True).click()
+    expect(log).to_contain_text("Done looking.")
+    expect(log.locator(".message.assistant")).to_have_count(2)  # nothing shown twice
+
+
+async def test_a_pending_approval_survives_a_reload(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(APPROVAL) as gr:
+            await browser.run(reload_while_asked, gr.url)

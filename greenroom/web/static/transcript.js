@@ -63,7 +63,7 @@ export class Transcript {
         const reply = this.addAssistant(item.agent_name);
         this.appendText(reply, message.content || "");
         this.appendReasoning(reply, message.reasoning_content || "");
-        this.closeAssistant(false);
+        this.closeAssistant();
       }
       for (const call of message.tool_calls || []) this.addTool(call);
     } else if (message.role === "tool") {
@@ -132,7 +132,7 @@ export class Transcript {
     }
     switch (event.type) {
       case "user_message":
-        this.closeAssistant(false);
+        this.closeAssistant();
         this.addUser(event.message || "");
         break;
       case "stream_started":
@@ -145,11 +145,11 @@ export class Transcript {
         this.appendReasoning(this.currentAssistant(event.agent_name), event.content || "");
         break;
       case "tool_call":
-        this.closeAssistant(false);
+        this.closeAssistant();
         this.addTool(event.tool_call);
         break;
       case "tool_call_confirmation":
-        this.closeAssistant(false);
+        this.closeAssistant();
         if (!this.tools.has(event.tool_call.id)) this.addTool(event.tool_call);
         this.setToolStatus(event.tool_call.id, "waiting for approval");
         this.pending = event;
@@ -172,7 +172,7 @@ export class Transcript {
         this.hooks.agentInfo(event);
         break;
       case "error":
-        this.closeAssistant(false);
+        this.closeAssistant();
         this.addNotice(`Error: ${event.error || "the turn failed"}`, "error");
         break;
       case "warning":
@@ -200,7 +200,7 @@ export class Transcript {
 
   finishTurn(reason) {
     const reply = this.assistant;
-    this.closeAssistant(true);
+    this.closeAssistant();
     if (reason === "canceled") this.addNotice("The turn was cancelled.", "warning");
     this.setRunning(false);
     this.pending = null;
