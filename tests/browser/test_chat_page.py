@@ -331,9 +331,14 @@ def cancel_flow(page: Page, url: str) -> None:
     expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
 
 
+LONG = ScriptedAgent(  # about 30 s unless cancelled
+    turns=[[{"text": f" {n}"} if n % 2 else {"delay": 0.3} for n in range(1, 201)]],
+)
+
+
 async def test_cancel_stops_the_turn(browser: BrowserThread) -> None:
     with trio.fail_after(DEADLINE):
-        async with open_greenroom(SLOW) as gr:
+        async with open_greenroom(LONG) as gr:
             await browser.run(cancel_flow, gr.url)
 
 
@@ -457,7 +462,7 @@ async def test_gap_makes_the_page_resnapshot(browser: BrowserThread) -> None:
 
 STEERED = ScriptedAgent(
     turns=[
-        [{"text": "working"}, {"delay": 1.0}],
+        [{"text": "working"}, {"delay": 2.0}],  # time to steer and queue
         "took the steer",
         "did the follow-up",
     ],
