@@ -14,8 +14,9 @@ from typing import Any
 
 import attrs
 
-from greenroom.agents import ElicitationAnswer, LocalRuntime, ToolResult
+from greenroom.agents import ElicitationAnswer, ToolResult
 from greenroom.agents.providers.scripted import script_from_data
+from greenroom.agents.tools import ToolHost
 
 
 @attrs.define
@@ -23,15 +24,15 @@ class ToolCallContext:
     """What a test tool gets: the call's arguments and a way to ask the user."""
 
     arguments: Mapping[str, Any]
-    _runtime: LocalRuntime | None = None
+    _host: ToolHost | None = None
 
     async def elicit(
         self, message: str, schema: Mapping[str, Any] | None = None
     ) -> ElicitationAnswer:
         """Ask the user (an ``elicitation_request`` event) and wait for the answer."""
-        if self._runtime is None:
+        if self._host is None:
             raise RuntimeError("no runtime to elicit through")
-        return await self._runtime.elicit(message, schema=dict(schema) if schema else None)
+        return await self._host.elicit(message, schema=dict(schema) if schema else None)
 
 
 ToolHandler = Callable[[ToolCallContext], Awaitable[str | ToolResult]]

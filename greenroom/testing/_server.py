@@ -24,16 +24,16 @@ from greenroom.agents import (
     AgentConfig,
     AgentSources,
     AgentTools,
-    BuiltRuntime,
     FunctionTool,
-    LocalRuntime,
     LocalRuntimeFactory,
+    ToolAnnotations,
+    ToolContext,
     ToolResult,
     default_tools_for,
 )
 from greenroom.agents.providers import ToolSpec
+from greenroom.agents.tools import ToolHost, ToolsFor
 from greenroom.client import GreenroomClient
-from greenroom.domain import Session
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
 from greenroom.serve import ServeConfig, SourcesCatalog, hypercorn_config
 from greenroom.transport import AppConfig, ShieldedSend, create_app
@@ -44,35 +44,26 @@ StoreKind = Literal["memory", "sqlite"]
 DEFAULT_SOURCE = "default"
 
 
-class _ScriptedFactory:
-    """Builds LocalRuntimes whose test tools can elicit through their own runtime."""
+def _tools_for(tools: Mapping[str, tuple[Tool, ...]]) -> ToolsFor:
+    """Built-in toolsets plus each source's Python tools (the source is the agent file's
+    name); a tool elicits through the runtime running it (``context.host``)."""
 
-    def __init__(self, sources: AgentSources, tools: Mapping[str, tuple[Tool, ...]]) -> None:
-        self._sources = sources
-        self._tools = tools
-
-    async def build(self, source: str, agent_name: str, session: Session) -> BuiltRuntime:
-        holder: list[LocalRuntime] = []
-        extra = self._tools.get(source, ())
-
-        def tools_for(agent: AgentConfig) -> AgentTools:
-            base = default_tools_for(agent)
-            bound = {tool.name: _bind(tool, holder) for tool in extra}
-            return AgentTools({**base.tools, **bound}, base.unavailable)
-
-        factory = LocalRuntimeFactory(self._sources, env={}, tools_for=tools_for)
-        built = await factory.build(source, agent_name, session)
-        assert isinstance(built.runtime, LocalRuntime)
-        holder.append(built.runtime)
+    def tools_for(agent: AgentConfig, context: ToolContext) -> AgentTools:
+        built = default_tools_for(agent, context)
+        for tool in tools.get(Path(context.agent_file).stem, ()):
+            built.tools[tool.name] = _bind(tool, context.host)
         return built
 
+    return tools_for
 
-def _bind(tool: Tool, holder: list[LocalRuntime]) -> FunctionTool:
+
+def _bind(tool: Tool, host: ToolHost | None) -> FunctionTool:
     async def handler(arguments: Mapping[str, Any]) -> ToolResult | str:
-        return await tool.handler(ToolCallContext(arguments, holder[0] if holder else None))
+        return await tool.handler(ToolCallContext(arguments, host))
 
     spec = ToolSpec(tool.name, tool.description, tool.parameters)
-    return FunctionTool(spec, handler, needs_confirmation=tool.confirm)
+    annotations = ToolAnnotations() if tool.confirm else ToolAnnotations(read_only=True)
+    return FunctionTool(spec, handler, annotations)
 
 
 class _Dropper:
@@ -162,7 +153,9 @@ async def open_greenroom(
         paths = [str(a.write(directory, source)) for source, a in table.items()]
         sources = AgentSources.from_paths(paths)
         tools = {source: tuple(a.tools) for source, a in table.items()}
-        factory = _ScriptedFactory(sources, tools)
+        factory = LocalRuntimeFactory(
+            sources, env={}, tools_for=_tools_for(tools), data_dir=directory / "data"
+        )
         async with (
             _open_store(store, db_path, directory) as opened,
             open_registry(opened, factory, registry_config or RegistryConfig()) as registry,
