@@ -258,7 +258,10 @@ class ChatApp:
     async def answer_confirmation(self, event: Event) -> None:
         call = event.get("tool_call") or {}
         name = (call.get("function") or {}).get("name", "?")
-        self.out.line(f"approve {name}? [y]es / [n]o / [a]lways allow {name}", "bold yellow")
+        self.out.line(
+            f"approve {name}? [y]es / [n]o / [t]en minutes of {name} / [a]lways allow {name}",
+            "bold yellow",
+        )
         while True:
             try:
                 answer = (await self.ask("approve> ")).strip().lower()
@@ -266,6 +269,10 @@ class ChatApp:
                 answer = "cancel"
             if answer in ("y", "yes"):
                 await self.client.approve(self.session_id)
+            elif answer in ("t", "ten"):
+                await self.client.resume(
+                    self.session_id, "approve-tool", tool_name=name, expires_in=600
+                )
             elif answer in ("a", "always"):
                 await self.client.resume(self.session_id, "approve-tool", tool_name=name)
             elif answer in ("n", "no"):

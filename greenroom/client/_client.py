@@ -189,15 +189,24 @@ class GreenroomClient:
         return str(result["status"])
 
     async def resume(
-        self, session_id: str, confirmation: str, *, reason: str = "", tool_name: str = ""
+        self,
+        session_id: str,
+        confirmation: str,
+        *,
+        reason: str = "",
+        tool_name: str = "",
+        expires_in: int | None = None,
     ) -> None:
         """Answer a ``tool_call_confirmation``: ``approve``, ``approve-tool`` (with
-        ``tool_name``), ``approve-balanced``, ``approve-autonomous`` or ``reject``."""
+        ``tool_name``; ``expires_in`` seconds makes the grant end), ``approve-session``,
+        ``approve-balanced``, ``approve-autonomous`` or ``reject`` (with a ``reason``)."""
         body: dict[str, Any] = {"confirmation": confirmation}
         if reason:
             body["reason"] = reason
         if tool_name:
             body["tool_name"] = tool_name
+        if expires_in is not None:
+            body["expires_in"] = expires_in
         await self._call("POST", f"/api/sessions/{_q(session_id)}/resume", body)
 
     async def approve(self, session_id: str) -> None:

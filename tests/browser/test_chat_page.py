@@ -529,3 +529,35 @@ async def test_a_pending_approval_survives_a_reload(browser: BrowserThread) -> N
     with trio.fail_after(DEADLINE):
         async with open_greenroom(APPROVAL) as gr:
             await browser.run(reload_while_asked, gr.url)
+
+
+TWO_CALLS = ScriptedAgent(
+    turns=[
+        [{"tool_call": {"name": "shell", "arguments": {"cmd": "ls"}}}],
+        [{"tool_call": {"name": "shell", "arguments": {"cmd": "pwd"}}}],
+        "Both ran.",
+    ],
+    tools=[Tool("shell", lambda ctx: _async(f"ran {ctx.arguments['cmd']}"), confirm=True)],
+)
+
+
+def timed_grant(page: Page, url: str) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "two commands")
+    dialog = page.get_by_role("dialog", name="Approve tool call?")
+    dialog.get_by_role("button", name="Allow shell for 10 minutes").click()
+    log = page.get_by_role("log")
+    expect(log).to_contain_text("Both ran.")  # the second call did not ask
+    expect(log.locator(".tool-result")).to_have_text(["ran ls", "ran pwd"])
+
+
+async def test_a_timed_grant_covers_the_next_call(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(TWO_CALLS) as gr:
+            await browser.run(timed_grant, gr.url)
+            [session] = await gr.client.sessions()
+            stored = await gr.store.get_session(session["id"])
+    [grant] = stored.approvals  # one decision: the second call was covered by the grant
+    assert (grant.decision, grant.grant) == ("approve-tool", "shell")
+    assert grant.expires_at is not None
+    assert 590 < (grant.expires_at - grant.decided_at).total_seconds() <= 600

@@ -141,7 +141,7 @@ async function onPending(request) {
     });
     if (page.pendingKey === key) page.pendingKey = "";
     if (!answer || sessionId !== page.current) return;
-    const decision = { confirmation: answer.kind };
+    const decision = { ...(answer.extra || {}), confirmation: answer.kind };
     if (answer.kind === "reject" && answer.reason) decision.reason = answer.reason;
     if (answer.kind === "approve-tool") decision.tool_name = name;
     await report(api.resume(sessionId, decision));

@@ -7,11 +7,17 @@ import { el } from "./dom.js";
 
 /**
  * The answers to a tool_call_confirmation, in button order. A new kind (approve-balanced,
- * a recovery decision, ...) is one more entry: `kind` is what goes to the server.
+ * a recovery decision, ...) is one more entry: `kind` is the `confirmation` sent to the
+ * server, `extra` more fields of the same request.
  */
 export const TOOL_DECISIONS = [
   { kind: "reject", label: () => "Reject", escape: true },
   { kind: "approve", label: () => "Approve", primary: true },
+  {
+    kind: "approve-tool",
+    label: (name) => `Allow ${name} for 10 minutes`,
+    extra: { expires_in: 600 },
+  },
   { kind: "approve-tool", label: (name) => `Always allow ${name}` },
 ];
 
@@ -57,7 +63,9 @@ export function askDecision(ask) {
           { type: "button", class: choice.primary ? "primary" : "" },
           choice.label(ask.subject),
         );
-        button.addEventListener("click", () => finish({ kind: choice.kind, reason: reason.value }));
+        button.addEventListener("click", () =>
+          finish({ kind: choice.kind, reason: reason.value, extra: choice.extra || {} }),
+        );
         return button;
       }),
     );
