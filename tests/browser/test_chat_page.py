@@ -231,7 +231,7 @@ def fork_flow(page: Page, url: str) -> None:
     page.get_by_label("Message", exact=True).fill("second question")
     page.get_by_role("button", name="Send").click()
     expect(log.locator(".message.assistant")).to_have_count(2)
-    page.get_by_role("button", name="Fork from message 2").click()
+    page.get_by_role("button", name="Fork from here (your message 2)").click()
     expect(page.get_by_role("heading", level=2)).to_have_text("Greetings (fork 1)")
     expect(log.locator(".message.user")).to_have_count(1)
     expect(page.get_by_label("Message", exact=True)).to_have_value("second question")

@@ -214,7 +214,7 @@ export class Transcript {
     const ordinal = this.userCount;
     this.userCount += 1;
     const fork = el("button", { type: "button", class: "fork" }, "Fork from here");
-    fork.setAttribute("aria-label", `Fork from message ${ordinal + 1}`);
+    fork.setAttribute("aria-label", `Fork from here (your message ${ordinal + 1})`);
     fork.addEventListener("click", () => this.hooks.fork(ordinal, text));
     const node = el(
       "article",
