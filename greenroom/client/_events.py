@@ -4,7 +4,8 @@
 the connection drops (a stream that ends without ``session_exited``, a network error, or no
 byte for :data:`SILENCE_LIMIT` seconds although the server pings every 15 s) it reconnects with
 backoff and resumes after the last seq it delivered, so every event arrives once and in order.
-A ``gap`` event says the resume point was no longer buffered: take a snapshot.
+A ``gap`` event says the resume point was no longer buffered, or the log was restarted (its
+numbering starts again): take a snapshot.
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ class EventStream:
 
     async def _follow(self, send: MemoryObjectSendStream[Event]) -> bool:
         """One connection; True when the log ended (session_exited), False when dropped."""
-        params = {"since": str(self.last_seq)} if self._since_given or self.last_seq else {}
+        since = self.last_seq if self._since_given or self.last_seq else None
+        params = {"since": str(since)} if since is not None else {}
         path = f"/api/sessions/{self.session_id}/events"
         timeout = httpx.Timeout(30.0, read=None)  # silence is watched below
         async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
@@ -154,8 +156,12 @@ class EventStream:
                 if not isinstance(frame.data, dict):
                     continue  # a heartbeat or an empty frame: the connection is alive
                 seq = frame.id or 0
-                if seq and seq <= self.last_seq:
-                    continue  # delivered before the reconnect
+                if seq and since is not None and seq <= since:
+                    # The server only sends seqs after `since`, unless the session's log was
+                    # restarted (its actor retired, or the server restarted) and counts from
+                    # 1 again: say so as a gap, and follow the new numbering.
+                    await send.send(Event(0, {"type": "gap"}))
+                    since = None
                 if seq:
                     self.last_seq = seq
                     self._since_given = True

@@ -561,3 +561,34 @@ async def test_a_timed_grant_covers_the_next_call(browser: BrowserThread) -> Non
     assert (grant.decision, grant.grant) == ("approve-tool", "shell")
     assert grant.expires_at is not None
     assert 590 < (grant.expires_at - grant.decided_at).total_seconds() <= 600
+
+
+def restarted_log(page: Page, url: str, drop: object) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "hi there")
+    log = page.get_by_role("log")
+    expect(log.locator(".message.assistant")).to_have_count(1)
+    assert callable(drop)
+    page.context.set_offline(True)
+    drop()  # and, while the page cannot reconnect, the idle session's log goes away
+    page.wait_for_timeout(1500)  # real clock: longer than the registry's idle timeout
+    page.context.set_offline(False)
+    expect(page.locator("#connection")).to_have_text("live")
+    page.get_by_label("Message", exact=True).fill("again")
+    page.get_by_role("button", name="Send").click()
+    expect(log.locator(".message.assistant")).to_have_count(2)  # the new log's events count
+    expect(log.locator(".message.assistant").last).to_contain_text("Hello from greenroom!")
+
+
+async def test_a_restarted_log_is_followed(browser: BrowserThread) -> None:
+    from greenroom.actors import RegistryConfig
+
+    with trio.fail_after(DEADLINE):
+        config = RegistryConfig(idle_timeout=0.5)
+        async with open_greenroom(REPLY, registry_config=config) as gr:
+            token = trio.lowlevel.current_trio_token()
+
+            def drop() -> int:
+                return trio.from_thread.run_sync(gr.drop_connections, trio_token=token)
+
+            await browser.run(restarted_log, gr.url, drop)

@@ -250,3 +250,26 @@ def test_a_bad_script_fails_at_setup_naming_the_entry(tmp_path: object) -> None:
     with pytest.raises(InvalidRequest) as raised:
         agent.write(Path(str(tmp_path)), "default")
     assert raised.value.path == "$.turns[0][0].txt"
+
+
+async def test_a_restarted_log_is_a_gap_not_silence(autojump_clock: trio.abc.Clock) -> None:
+    """An idle session's actor retires and its log goes; the next log counts from 1 again. A
+    client resuming after seq N must not drop the new events as already seen."""
+    from greenroom.actors import RegistryConfig
+
+    agent = ScriptedAgent(turns=["a reply"], loop=True)
+    with trio.fail_after(60):
+        async with open_greenroom(agent, registry_config=RegistryConfig(idle_timeout=1)) as gr:
+            sid = (await gr.client.create_session(title="t"))["id"]
+            async with gr.client.events(sid, 0) as events:
+                await gr.client.run(sid, "one")
+                await events.next_of("stream_stopped")
+                resume_at = events.last_seq
+            await trio.sleep(5)  # virtual: the idle actor retires, its log with it
+            assert sid not in gr.registry.live_ids()
+            async with gr.client.events(sid, resume_at) as events:
+                await gr.client.run(sid, "two")
+                seen = await events.until("stream_stopped")
+    assert seen[0].type == "gap"
+    assert [e.seq for e in seen[1:3]] == [1, 2]  # the new log's numbering
+    assert text_of(seen) == "a reply"

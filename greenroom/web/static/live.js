@@ -114,6 +114,7 @@ export class Live {
   sendSubscribe(sessionId, sub) {
     const frame = { op: "subscribe", session_id: sessionId };
     if (sub.since !== null) frame.since = sub.since;
+    sub.sentSince = sub.since;
     this.request(frame).catch((error) => {
       if (this.subscriptions.get(sessionId) === sub && error.status) sub.handlers.failed(error);
     });
@@ -136,6 +137,13 @@ export class Live {
       return;
     }
     if (Object.hasOwn(frame, "event")) {
+      if (frame.seq > 0 && sub.sentSince !== null && frame.seq <= sub.sentSince) {
+        // Only seqs after `since` come back, unless the session's log was restarted (server
+        // restart, retired actor) and counts from 1 again: that is a gap.
+        sub.sentSince = null;
+        sub.handlers.event(0, { type: "gap" });
+        return;
+      }
       if (frame.seq > 0) sub.since = frame.seq;
       sub.handlers.event(frame.seq, frame.event);
     }
