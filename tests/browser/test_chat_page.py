@@ -592,3 +592,30 @@ async def test_a_restarted_log_is_followed(browser: BrowserThread) -> None:
                 return trio.from_thread.run_sync(gr.drop_connections, trio_token=token)
 
             await browser.run(restarted_log, gr.url, drop)
+
+
+def refused_run(page: Page, url: str) -> None:
+    open_page(page, url)
+    new_session_and_send(page, "first")
+    log = page.get_by_role("log")
+    expect(log.locator(".message.assistant")).to_have_count(1)
+    # A model the server does not know (a picker gone stale): the server refuses the turn.
+    page.evaluate(
+        """() => {
+            const picker = document.getElementById("model-picker");
+            picker.append(new Option("gone", "nosuch/model-that-is-not-there"));
+            picker.value = "nosuch/model-that-is-not-there";
+            picker.dispatchEvent(new Event("change"));
+        }"""
+    )
+    page.get_by_label("Message", exact=True).fill("hello?")
+    page.get_by_role("button", name="Send").click()
+    expect(log.locator(".notice.error")).to_contain_text("Could not do that:")
+    expect(log.locator(".message.user")).to_have_count(1)  # the refused one was taken back
+    expect(page.get_by_label("Message", exact=True)).to_have_value("hello?")  # kept to retry
+
+
+async def test_a_refused_run_takes_its_message_back(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(REPLY) as gr:
+            await browser.run(refused_run, gr.url)

@@ -379,6 +379,7 @@ async function send({ queue = false } = {}) {
   const id = page.current;
   if (!text || !id) return;
   input.value = "";
+  let shown = null;
   try {
     if (queue) {
       await api.followUp(id, text);
@@ -387,11 +388,12 @@ async function send({ queue = false } = {}) {
       await api.steer(id, text);
       transcript.addNotice(`Sent to the running turn: ${text}`, "info");
     } else {
-      transcript.addUser(text);
+      shown = transcript.addUser(text);
       await api.run(id, runTarget(), text, page.modelChoice);
       page.modelChoice = "";
     }
   } catch (error) {
+    if (shown) transcript.removeUser(shown);
     if (!input.value) input.value = text;
     showError(error);
   }

@@ -224,6 +224,14 @@ export class Transcript {
       fork,
     );
     this.root.append(node);
+    return node;
+  }
+
+  /** Take back a user message the server refused (the turn did not start). */
+  removeUser(node) {
+    if (!node.isConnected) return;
+    node.remove();
+    this.userCount -= 1;
   }
 
   addAssistant(agentName) {
