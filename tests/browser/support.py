@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,6 +65,9 @@ class BrowserThread:
         page.on("console", lambda msg: errors.append(msg.text) if _is_bug(msg) else None)
         try:
             result = fn(page, *args)
+        except Exception as exc:
+            _keep_evidence(page, getattr(fn, "__name__", "page"), exc)
+            raise
         finally:
             context.close()
         assert errors == [], f"the page logged errors: {errors}"
@@ -73,6 +77,15 @@ class BrowserThread:
         """Run ``fn(page, *args)`` on the browser thread; the trio loop stays free meanwhile."""
         future = self._executor.submit(self._with_page, fn, args, scheme)
         return await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+
+
+def _keep_evidence(page: Page, name: str, exc: Exception) -> None:
+    """A failed step leaves a screenshot in .artifacts/ and the page's text on the error."""
+    with suppress(Exception):
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"failed-{name}.png"), full_page=True)
+    with suppress(Exception):
+        exc.add_note(f"the page said:\n{page.inner_text('body', timeout=2000)}")
 
 
 def _is_bug(message: ConsoleMessage) -> bool:

@@ -570,8 +570,7 @@ def restarted_log(page: Page, url: str, drop: object) -> None:
     expect(log.locator(".message.assistant")).to_have_count(1)
     assert callable(drop)
     page.context.set_offline(True)
-    drop()  # and, while the page cannot reconnect, the idle session's log goes away
-    page.wait_for_timeout(1500)  # real clock: longer than the registry's idle timeout
+    drop()  # and, while the page cannot reconnect, the idle session's actor and log go away
     page.context.set_offline(False)
     expect(page.locator("#connection")).to_have_text("live")
     page.get_by_label("Message", exact=True).fill("again")
@@ -588,8 +587,16 @@ async def test_a_restarted_log_is_followed(browser: BrowserThread) -> None:
         async with open_greenroom(REPLY, registry_config=config) as gr:
             token = trio.lowlevel.current_trio_token()
 
-            def drop() -> int:
-                return trio.from_thread.run_sync(gr.drop_connections, trio_token=token)
+            async def drop_until_retired() -> None:
+                gr.drop_connections()
+                for _ in range(200):
+                    if not gr.registry.live_ids():
+                        return
+                    await trio.sleep(0.05)  # real clock: the idle timeout runs out
+                raise AssertionError("the idle session did not retire within 10 s")
+
+            def drop() -> None:
+                trio.from_thread.run(drop_until_retired, trio_token=token)
 
             await browser.run(restarted_log, gr.url, drop)
 

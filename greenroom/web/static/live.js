@@ -83,7 +83,7 @@ export class Live {
     return this.socket !== null && this.socket.readyState === WebSocket.OPEN;
   }
 
-  request(frame) {
+  request(frame, sub = null) {
     return new Promise((resolve, reject) => {
       if (!this.open) {
         reject(new Error("not connected"));
@@ -91,7 +91,7 @@ export class Live {
       }
       this.nextId += 1;
       const id = `p${this.nextId}`;
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, sub });
       this.socket.send(JSON.stringify({ ...frame, id }));
     });
   }
@@ -115,7 +115,10 @@ export class Live {
     const frame = { op: "subscribe", session_id: sessionId };
     if (sub.since !== null) frame.since = sub.since;
     sub.sentSince = sub.since;
-    this.request(frame).catch((error) => {
+    // Frames of the subscription this one replaces may still be on their way; the server
+    // sends this request's reply after the last of them, so events count from the reply on.
+    sub.ready = false;
+    this.request(frame, sub).catch((error) => {
       if (this.subscriptions.get(sessionId) === sub && error.status) sub.handlers.failed(error);
     });
   }
@@ -125,12 +128,13 @@ export class Live {
       const waiter = this.pending.get(frame.id);
       if (!waiter) return;
       this.pending.delete(frame.id);
+      if (waiter.sub && frame.ok) waiter.sub.ready = true;
       if (frame.ok) waiter.resolve(frame.result);
       else waiter.reject(Object.assign(new Error(frame.error.message), frame.error));
       return;
     }
     const sub = this.subscriptions.get(frame.session_id);
-    if (!sub || Object.hasOwn(frame, "run")) return; // turn streams repeat the log's events
+    if (!sub || !sub.ready || Object.hasOwn(frame, "run")) return; // runs repeat log events
     if (frame.subscription_ended) {
       if (frame.reason === "session_exited") sub.handlers.exited();
       else if (frame.reason === "dropped" && this.open) this.sendSubscribe(frame.session_id, sub);
