@@ -177,6 +177,14 @@ class _HypercornConfig(Config):
                 "(another server on that port? choose one with --port, or --port 0 for any)"
             ) from None
 
+    def release(self) -> None:
+        """Close sockets bound by :meth:`bind_now` that the server never took (a later
+        startup step failed, e.g. the database is locked)."""
+        bound, self._bound = self._bound, None
+        if bound is not None:
+            for sock in (*bound.secure_sockets, *bound.insecure_sockets, *bound.quic_sockets):
+                sock.close()
+
     def create_sockets(self) -> Sockets:
         if self._bound is not None:
             bound, self._bound = self._bound, None
@@ -253,6 +261,19 @@ async def serve(
         print(line, file=sys.stderr, flush=True)
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
+    try:
+        await _serve_bound(cfg, sources, http_config, embedded, task_status)
+    finally:
+        http_config.release()  # no-op once hypercorn took the sockets
+
+
+async def _serve_bound(
+    cfg: ServeConfig,
+    sources: AgentSources,
+    http_config: _HypercornConfig,
+    embedded: bool,
+    task_status: trio.TaskStatus[str],
+) -> None:
     async with (
         open_store(cfg.db) as store,
         open_registry(store, runtime_factory(cfg, sources)) as registry,
