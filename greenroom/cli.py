@@ -1,4 +1,4 @@
-"""The ``greenroom`` command line: ``serve`` and ``validate``."""
+"""The ``greenroom`` command line: ``serve``, ``chat`` and ``validate``."""
 
 from __future__ import annotations
 
@@ -106,7 +106,50 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
     validate.add_argument("files", nargs="+", metavar="AGENT_FILE_OR_DIR")
+
+    chat = sub.add_parser("chat", help="chat with an agent in the terminal")
+    chat.add_argument(
+        "url",
+        nargs="?",
+        default="",
+        help="a greenroom server (default: start one in this process, on the default database)",
+    )
+    chat.add_argument(
+        "--token",
+        default=os.environ.get("GREENROOM_AUTH_TOKEN", ""),
+        help="the server's access token (default: $GREENROOM_AUTH_TOKEN)",
+    )
+    chat.add_argument("--agent", default="default", help="agent source[/agent name] for turns")
+    chat.add_argument("--session", default="", help="open this session id at once")
+    chat.add_argument(
+        "--db",
+        default="",
+        metavar="PATH|:memory:",
+        help="database of the embedded server (default: the same as greenroom serve)",
+    )
     return parser
+
+
+def chat_main(args: argparse.Namespace) -> int:
+    from greenroom.chat import run_chat
+
+    if args.url:
+        return run_chat(args.url, token=args.token, agent=args.agent, session_id=args.session)
+    logging.basicConfig(level="WARNING", format="%(levelname)s %(name)s: %(message)s")
+    from greenroom.errors import GreenroomError
+    from greenroom.serve import ServeConfig, serving_in_thread
+
+    try:
+        with serving_in_thread(ServeConfig(port=0, db=args.db)) as url:
+            return run_chat(url, agent=args.agent, session_id=args.session)
+    except GreenroomError as exc:
+        print(f"greenroom: {exc}", file=sys.stderr)
+        print(
+            "greenroom: is a server already running? Connect to it: greenroom chat "
+            "http://127.0.0.1:8080",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from greenroom.agents._validate import validate_main
 
         return validate_main(args.files)
+    if args.command == "chat":
+        return chat_main(args)
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

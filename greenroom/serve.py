@@ -17,12 +17,14 @@ import gc
 import ipaddress
 import logging
 import os
+import queue
 import re
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -175,6 +177,14 @@ class _HypercornConfig(Config):
                 "(another server on that port? choose one with --port, or --port 0 for any)"
             ) from None
 
+    def release(self) -> None:
+        """Close sockets bound by :meth:`bind_now` that the server never took (a later
+        startup step failed, e.g. the database is locked)."""
+        bound, self._bound = self._bound, None
+        if bound is not None:
+            for sock in (*bound.secure_sockets, *bound.insecure_sockets, *bound.quic_sockets):
+                sock.close()
+
     def create_sockets(self) -> Sockets:
         if self._bound is not None:
             bound, self._bound = self._bound, None
@@ -235,15 +245,35 @@ def runtime_factory(cfg: ServeConfig, sources: AgentSources) -> LocalRuntimeFact
 
 
 async def serve(
-    cfg: ServeConfig, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    cfg: ServeConfig,
+    *,
+    embedded: bool = False,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (or cancellation); reports the bound URL once listening."""
+    """Serve until SIGINT/SIGTERM (or cancellation); reports the bound URL once listening.
+
+    ``embedded``: a server inside another program (``greenroom chat``): no signal handling
+    and no "listening" line; it stops when cancelled.
+    """
     check_config(cfg)
     sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
     for line in warnings:
         print(line, file=sys.stderr, flush=True)
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
+    try:
+        await _serve_bound(cfg, sources, http_config, embedded, task_status)
+    finally:
+        http_config.release()  # no-op once hypercorn took the sockets
+
+
+async def _serve_bound(
+    cfg: ServeConfig,
+    sources: AgentSources,
+    http_config: _HypercornConfig,
+    embedded: bool,
+    task_status: trio.TaskStatus[str],
+) -> None:
     async with (
         open_store(cfg.db) as store,
         open_registry(store, runtime_factory(cfg, sources)) as registry,
@@ -280,14 +310,16 @@ async def serve(
                 )
                 nursery.cancel_scope.cancel(reason="server stopped")
 
-            nursery.start_soon(_watch_signals, begin_shutdown)
+            if not embedded:
+                nursery.start_soon(_watch_signals, begin_shutdown)
             binds = await nursery.start(run_server)
             if cfg.tune_gc:
                 _settle_garbage_collector()
             url = binds[0]
-            print(f"greenroom listening on {url}", flush=True)
-            for line in startup_summary(cfg, sources):
-                print(f"  {line}", flush=True)
+            if not embedded:
+                print(f"greenroom listening on {url}", flush=True)
+                for line in startup_summary(cfg, sources):
+                    print(f"  {line}", flush=True)
             task_status.started(url)
         _ = registry
 
@@ -324,6 +356,51 @@ async def _watch_signals(begin_shutdown: Any) -> None:
             begin_shutdown()
 
 
+@contextmanager
+def serving_in_thread(cfg: ServeConfig) -> Iterator[str]:
+    """Run an embedded server on a thread with its own trio loop; yields its URL.
+
+    For programs that are not trio programs (``greenroom chat`` runs on asyncio). Leaving the
+    block cancels the server (streams end, sessions persist, the store closes) and joins the
+    thread.
+
+    Raises:
+        GreenroomError: the server could not start (a configuration error, a locked database).
+    """
+    started: queue.Queue[tuple[str, trio.lowlevel.TrioToken, trio.CancelScope] | BaseException]
+    started = queue.Queue(maxsize=2)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(partial(serve, cfg, embedded=True))
+            started.put((url, trio.lowlevel.current_trio_token(), nursery.cancel_scope))
+
+    def thread_main() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # reported to the waiting caller, or lost if it left
+            with suppress(queue.Full):
+                started.put_nowait(exc)
+
+    thread = threading.Thread(target=thread_main, name="greenroom-server", daemon=True)
+    thread.start()
+    outcome = started.get()
+    if isinstance(outcome, BaseException):
+        thread.join()
+        if isinstance(outcome, BaseExceptionGroup):
+            found = outcome.subgroup(GreenroomError)
+            if found is not None:
+                raise found.exceptions[0] from outcome
+        raise outcome
+    url, token, scope = outcome
+    try:
+        yield url
+    finally:
+        with suppress(trio.RunFinishedError):
+            trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        thread.join()
+
+
 def run(cfg: ServeConfig) -> int:
     """Run the server in this process; 0 after a clean shutdown, 2 for a configuration error."""
     failed = False
@@ -344,4 +421,5 @@ __all__ = [
     "default_db_path",
     "run",
     "serve",
+    "serving_in_thread",
 ]

@@ -4,6 +4,12 @@ transport -> actors -> (agents | persistence) -> domain.
 
 Nothing imports transport except serve.py and cli.py; agents and persistence never import each
 other; domain imports no other greenroom layer.
+
+The clients sit beside the server and reach it only through its public HTTP/WebSocket API:
+``client`` (the Python client core) and ``chat`` (the terminal client, over ``client``) import no
+server module; ``web`` (the page's files) imports nothing; no server layer imports a client
+(only transport reads web's files, to serve them). ``testing`` assembles a server and a client,
+as the entry points do.
 """
 
 from __future__ import annotations
@@ -15,14 +21,22 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "greenroom"
 LAYERS = ("domain", "persistence", "agents", "actors", "transport")
+CLIENTS = ("client", "chat", "web", "testing")
+SERVER_MODULES = ("serve", "cli", "errors")
 
 # layer -> layers it must not import
 FORBIDDEN = {
-    "domain": {"persistence", "agents", "actors", "transport"},
-    "persistence": {"agents", "actors", "transport"},
-    "agents": {"persistence", "actors", "transport"},
-    "actors": {"transport"},
-    "transport": set(),
+    "domain": {"persistence", "agents", "actors", "transport", *CLIENTS},
+    "persistence": {"agents", "actors", "transport", *CLIENTS},
+    "agents": {"persistence", "actors", "transport", *CLIENTS},
+    "actors": {"transport", *CLIENTS},
+    "transport": {"client", "chat", "testing"},
+}
+# client package -> the greenroom packages and modules it must not import
+CLIENT_FORBIDDEN = {
+    "client": {*LAYERS, *SERVER_MODULES, "chat", "web", "testing"},
+    "chat": {*LAYERS, *SERVER_MODULES, "web", "testing"},
+    "web": {*LAYERS, *SERVER_MODULES, "client", "chat", "testing"},
 }
 
 
@@ -37,7 +51,8 @@ def imported_layers(path: Path) -> set[str]:
             names = [node.module]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "greenroom" and len(parts) > 1 and parts[1] in LAYERS:
+            known = (*LAYERS, *CLIENTS, *SERVER_MODULES)
+            if parts[0] == "greenroom" and len(parts) > 1 and parts[1] in known:
                 found.add(parts[1])
     return found
 
@@ -49,6 +64,25 @@ def test_layer_imports_follow_the_rule(layer: str) -> None:
         bad = imported_layers(path) & FORBIDDEN[layer]
         if bad:
             offenders.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("package", sorted(CLIENT_FORBIDDEN))
+def test_clients_use_only_the_public_api(package: str) -> None:
+    offenders = []
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        bad = imported_layers(path) & CLIENT_FORBIDDEN[package]
+        if bad:
+            offenders.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    assert offenders == []
+
+
+def test_server_modules_import_no_client() -> None:
+    offenders = [
+        path.name
+        for path in PACKAGE.glob("*.py")
+        if path.name != "cli.py" and imported_layers(path) & {"client", "chat", "testing"}
+    ]
     assert offenders == []
 
 
@@ -64,5 +98,8 @@ def test_only_the_entry_points_import_transport() -> None:
 
 def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("from greenroom.transport import app\nimport greenroom.actors.registry\n")
-    assert imported_layers(bad) == {"transport", "actors"}
+    bad.write_text(
+        "from greenroom.transport import app\nimport greenroom.actors.registry\n"
+        "from greenroom.serve import serve\nfrom greenroom.client import GreenroomClient\n"
+    )
+    assert imported_layers(bad) == {"transport", "actors", "serve", "client"}

@@ -169,6 +169,11 @@ class RunTurn:
 
 
 @attrs.frozen
+class CancelTurn:
+    """Cancel the running turn, if any (its stream ends; what it did is kept)."""
+
+
+@attrs.frozen
 class Steer:
     messages: tuple[QueuedMessage, ...]
 

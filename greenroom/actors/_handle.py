@@ -85,6 +85,10 @@ class SessionHandle:
         request = c.RunTurn(source, agent_name, tuple(messages), model, on_disconnect)
         return await self._call(request)  # type: ignore[no-any-return]
 
+    async def cancel_turn(self) -> bool:
+        """Cancel the running turn; False when none was running (nothing changed)."""
+        return await self._call(c.CancelTurn())  # type: ignore[no-any-return]
+
     async def steer(self, messages: tuple[QueuedMessage, ...]) -> None:
         await self._call(c.Steer(messages))
 

@@ -230,6 +230,17 @@ async def _recall(actor: SessionActor, cmd: c.Recall) -> bool:
     return True
 
 
+@handles(c.CancelTurn)
+async def _cancel_turn(actor: SessionActor, _: c.CancelTurn) -> bool:
+    """True when a turn of this actor was running and is now cancelled. An embedder's own
+    stream (guarded) is not the actor's to cancel."""
+    await trio.lowlevel.checkpoint()
+    if actor.turn is None:
+        return False
+    actor.turn.scope.cancel(reason="cancelled by a client")
+    return True
+
+
 @handles(c.Steer)
 async def _steer(actor: SessionActor, cmd: c.Steer) -> None:
     runtime = _require_runtime(actor)

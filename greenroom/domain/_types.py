@@ -229,3 +229,4 @@ class SessionSummary:
     input_tokens: int
     output_tokens: int
     working_dir: str = ""
+    starred: bool = False  # greenroom addition: lets a client show stars in its list

@@ -126,6 +126,7 @@ class MemoryStore:
                 input_tokens=s.input_tokens,
                 output_tokens=s.output_tokens,
                 working_dir=s.working_dir,
+                starred=s.starred,
             )
             for s in roots
         ]

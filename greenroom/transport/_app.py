@@ -21,6 +21,7 @@ from ._json import check_params, dumps, parse_body
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
+from ._static import is_page_path, register_page
 
 PUBLIC_PATHS = frozenset({"/health", "/ready"})
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
@@ -124,7 +125,7 @@ def create_app(
             check_request(site, request.method, headers)
             if request.method == "OPTIONS" and config.cors_origins:
                 return _preflight(config)
-            if config.auth_token:
+            if config.auth_token and not is_page_path(request.path):  # it asks for one
                 check_bearer(request.headers.get("Authorization", ""), config.auth_token)
         except GreenroomError as exc:
             return error_response(exc)
@@ -159,6 +160,7 @@ def create_app(
     from ._ws import register_websocket
 
     register_websocket(app, ctx)
+    register_page(app)
     return app
 
 

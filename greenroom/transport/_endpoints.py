@@ -240,6 +240,11 @@ async def answer_elicitation(ctx: Context, req: Request) -> Reply:
     return Reply(None)
 
 
+async def cancel_turn(ctx: Context, req: Request) -> Reply:
+    cancelled = await ctx.registry.session(_session_id(req)).cancel_turn()
+    return Reply({"cancelled": cancelled})
+
+
 async def steer(ctx: Context, req: Request) -> Reply:
     body: b.QueueBody = req.body
     await ctx.registry.session(_session_id(req)).steer(_queued(body.messages))

@@ -225,6 +225,41 @@ def build_openapi(*, secured: bool = True) -> dict[str, Any]:
             },
         }
     }
+    html = {"text/html": {"schema": {"type": "string"}}}
+    paths["/"] = {
+        "get": {
+            "operationId": "chat_page",
+            "summary": "The chat page (no token needed to load it)",
+            "security": [],
+            "responses": {"200": {"description": "The page", "content": html}},
+        }
+    }
+    paths["/ui/{name}"] = {
+        "get": {
+            "operationId": "chat_page_file",
+            "summary": "A file of the chat page (script, style sheet)",
+            "security": [],
+            "parameters": [
+                {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "responses": {
+                "200": {
+                    "description": "The file",
+                    "content": {
+                        "text/javascript": {"schema": {"type": "string"}},
+                        "text/css": {"schema": {"type": "string"}},
+                        **html,
+                    },
+                },
+                "404": {
+                    "description": "No such file",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                },
+            },
+        }
+    }
     builder.events()
     document: dict[str, Any] = {
         "openapi": "3.1.0",

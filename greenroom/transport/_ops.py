@@ -27,6 +27,7 @@ from ._endpoints import (
     approvals,
     batch_delete,
     batch_export_sessions,
+    cancel_turn,
     create_session,
     delete_session,
     follow_up,
@@ -237,6 +238,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "Answer an elicitation request",
         body=b.ElicitationBody,
         errors=COMMON,
+    ),
+    Operation(
+        "cancel",
+        "POST",
+        f"{S}/cancel",
+        cancel_turn,
+        "Cancel the running turn (greenroom extension)",
+        errors=(404,),
     ),
     Operation(
         "steer",

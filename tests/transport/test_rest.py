@@ -340,6 +340,22 @@ async def _elicitation(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("cancel")
+async def _cancel(c: Client, env: Env, sid: str) -> Response:
+    idle = await c.post(f"/api/sessions/{sid}/cancel")
+    assert await body_of(idle) == {"cancelled": False}
+    stream = await start_held_turn(env, sid)
+    r = await c.post(f"/api/sessions/{sid}/cancel")
+    assert await body_of(r) == {"cancelled": True}
+    with trio.fail_after(5):
+        await drain(stream)  # the turn ended without being released
+    status = await body_of(await c.get(f"/api/sessions/{sid}/status"))
+    assert status["streaming"] is False
+    env.runtime.hold = False
+    env.runtime.rearm()
+    return r
+
+
 @case("steer")
 async def _steer(c: Client, env: Env, sid: str) -> Response:
     await finish_turn(env, sid)

@@ -1,0 +1,88 @@
+"""How ``greenroom chat`` shows each event of the session's log (one small function each)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from greenroom.client import Event
+
+from ._app import ChatApp
+
+
+def _on_stream_started(app: ChatApp, event: Event) -> None:
+    app.running = True
+
+
+def _on_text(app: ChatApp, event: Event) -> None:
+    app.out.token(event.get("content", ""))
+
+
+def _on_reasoning(app: ChatApp, event: Event) -> None:
+    app.out.token(event.get("content", ""), reasoning=True)
+
+
+def _on_tool_call(app: ChatApp, event: Event) -> None:
+    app.out.tool_call(event.get("tool_call") or {})
+
+
+def _on_confirmation(app: ChatApp, event: Event) -> None:
+    app.signal(event)
+
+
+def _on_tool_response(app: ChatApp, event: Event) -> None:
+    app.out.tool_result(event.get("response", ""))
+
+
+def _on_user_message(app: ChatApp, event: Event) -> None:
+    app.out.line(f"you (queued): {event.get('message', '')}")
+
+
+def _on_usage(app: ChatApp, event: Event) -> None:
+    usage = event.get("usage") or {}
+    app.usage = (usage.get("input_tokens", 0), usage.get("output_tokens", 0), usage.get("cost", 0))
+
+
+def _on_title(app: ChatApp, event: Event) -> None:
+    app.title = event.get("title", "")
+
+
+def _on_error(app: ChatApp, event: Event) -> None:
+    app.out.error(event.get("error", "the turn failed"))
+
+
+def _on_warning(app: ChatApp, event: Event) -> None:
+    app.out.note(f"warning: {event.get('message', '')}")
+
+
+def _on_stopped(app: ChatApp, event: Event) -> None:
+    app.out.end_stream()
+    if event.get("reason") == "canceled":
+        app.out.note("(turn cancelled)")
+    tokens_in, tokens_out, _ = app.usage
+    app.out.note(f"[{app.title or 'untitled'} | tokens {tokens_in} in / {tokens_out} out]")
+    app.running = False
+    app.signal(event)
+
+
+def _on_exited(app: ChatApp, event: Event) -> None:
+    app.out.note("this session was deleted")
+    app.running = False
+    app.signal(event)
+
+
+HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
+    "stream_started": _on_stream_started,
+    "agent_choice": _on_text,
+    "agent_choice_reasoning": _on_reasoning,
+    "tool_call": _on_tool_call,
+    "tool_call_confirmation": _on_confirmation,
+    "elicitation_request": _on_confirmation,
+    "tool_call_response": _on_tool_response,
+    "user_message": _on_user_message,
+    "token_usage": _on_usage,
+    "session_title": _on_title,
+    "error": _on_error,
+    "warning": _on_warning,
+    "stream_stopped": _on_stopped,
+    "session_exited": _on_exited,
+}

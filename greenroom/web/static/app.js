@@ -1,0 +1,437 @@
+// The chat page: sessions on the left, the open session's transcript and composer on the right.
+// REST for short commands (api.js), one WebSocket for every live event (live.js), one reducer
+// per open session (transcript.js). The open session's id is kept in the URL's fragment, so a
+// reload comes back to it, and a turn started here keeps running through the reload.
+
+import { api, ApiError, onUnauthorized, setToken, token } from "./api.js";
+import {
+  TOOL_DECISIONS,
+  askDecision,
+  askElicitation,
+  askText,
+  dismissDecision,
+  dismissElicitation,
+} from "./dialogs.js";
+import { el } from "./dom.js";
+import { Live } from "./live.js";
+import { Transcript } from "./transcript.js";
+
+const $ = (id) => document.getElementById(id);
+const STATE_TEXT = {
+  connecting: "connecting…",
+  live: "live",
+  reconnecting: "reconnecting…",
+  offline: "offline",
+};
+
+const page = {
+  sessions: [],
+  current: "", // the open session's id
+  modelChoice: "", // a model picked for the next turn ("" = leave as is)
+  pendingKey: "", // the request a dialog is open for
+  connection: "connecting",
+};
+
+// --- token ---------------------------------------------------------------------------------
+
+let tokenPrompt = null;
+
+onUnauthorized((problem) => {
+  if (!tokenPrompt) {
+    tokenPrompt = askText({
+      title: problem || "This server needs an access token",
+      label: "Access token",
+      type: "password",
+      ok: "Continue",
+    }).then((given) => {
+      tokenPrompt = null;
+      if (given) {
+        setToken(given.trim());
+        live.restart();
+      }
+      return given ? given.trim() : null;
+    });
+  }
+  return tokenPrompt;
+});
+
+// --- live events ---------------------------------------------------------------------------
+
+const live = new Live(
+  () => (token() ? [`bearer.${token()}`] : []),
+  (state) => {
+    page.connection = state;
+    const status = $("connection");
+    status.dataset.state = state;
+    status.textContent = STATE_TEXT[state] || state;
+    $("send").disabled = state === "offline";
+  },
+);
+
+const transcript = new Transcript($("transcript"), {
+  title: (title) => showTitle(title),
+  usage: (usage) => showUsage(usage),
+  running: (running, agent) => showRunning(running, agent),
+  pending: (request) => onPending(request),
+  finished: (text) => onFinished(text),
+  gap: () => openSession(page.current),
+  exited: () => onExited(),
+  fork: (ordinal, text) => forkAt(ordinal, text),
+  agentInfo: (info) => {
+    $("run-state").textContent = `${info.agent_name} (${info.model}) is working…`;
+  },
+});
+
+function showTitle(title) {
+  $("session-title").textContent = title || "Untitled session";
+  const entry = page.sessions.find((s) => s.id === page.current);
+  if (entry && entry.title !== title) {
+    entry.title = title;
+    renderSessions();
+  }
+}
+
+function showUsage(usage) {
+  const parts = [`Tokens: ${usage.input_tokens || 0} in, ${usage.output_tokens || 0} out`];
+  if (usage.cost) parts.push(`cost $${Number(usage.cost).toFixed(4)}`);
+  $("usage").textContent = parts.join(" · ");
+}
+
+function showRunning(running, agent) {
+  $("queue").disabled = !running;
+  $("cancel").disabled = !running;
+  $("run-state").textContent = running ? `${agent || "The agent"} is working…` : "";
+}
+
+function onFinished(text) {
+  const reply = text.trim();
+  $("announcer").textContent = reply ? `Reply finished: ${reply.slice(0, 300)}` : "Turn finished.";
+  refreshSessions();
+  loadModels(page.current);
+}
+
+function onExited() {
+  const gone = page.current;
+  page.current = "";
+  closeSessionView("This session was deleted.");
+  page.sessions = page.sessions.filter((s) => s.id !== gone);
+  renderSessions();
+}
+
+async function onPending(request) {
+  if (!request) {
+    page.pendingKey = "";
+    dismissDecision();
+    dismissElicitation();
+    return;
+  }
+  const sessionId = page.current;
+  if (request.type === "tool_call_confirmation") {
+    const call = request.tool_call || {};
+    const name = (call.function && call.function.name) || "a tool";
+    const key = `tool:${call.id}`;
+    if (page.pendingKey === key) return;
+    page.pendingKey = key;
+    const answer = await askDecision({
+      title: "Approve tool call?",
+      text: `The agent wants to run ${name} with these arguments:`,
+      details: prettyArguments(call.function && call.function.arguments),
+      subject: name,
+      choices: TOOL_DECISIONS,
+    });
+    if (page.pendingKey === key) page.pendingKey = "";
+    if (!answer || sessionId !== page.current) return;
+    const decision = { ...(answer.extra || {}), confirmation: answer.kind };
+    if (answer.kind === "reject" && answer.reason) decision.reason = answer.reason;
+    if (answer.kind === "approve-tool") decision.tool_name = name;
+    await report(api.resume(sessionId, decision));
+  } else if (request.type === "elicitation_request") {
+    const key = `elicit:${request.elicitation_id}`;
+    if (page.pendingKey === key) return;
+    page.pendingKey = key;
+    const answer = await askElicitation(request);
+    if (page.pendingKey === key) page.pendingKey = "";
+    if (!answer || sessionId !== page.current) return;
+    await report(
+      api.elicitation(sessionId, { ...answer, elicitation_id: request.elicitation_id || "" }),
+    );
+  }
+}
+
+function prettyArguments(text) {
+  try {
+    return JSON.stringify(JSON.parse(text || "{}"), null, 2);
+  } catch {
+    return String(text);
+  }
+}
+
+/** Await a command; show its failure in the transcript instead of throwing. */
+async function report(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    showError(error);
+    return undefined;
+  }
+}
+
+function showError(error) {
+  const text = error instanceof ApiError ? error.message : String(error.message || error);
+  transcript.addNotice(`Could not do that: ${text}`, "error");
+}
+
+// --- sessions ------------------------------------------------------------------------------
+
+async function refreshSessions() {
+  const list = await report(api.sessions());
+  if (Array.isArray(list)) {
+    page.sessions = list;
+    renderSessions();
+  }
+}
+
+function renderSessions() {
+  const query = $("search").value.trim().toLowerCase();
+  const items = page.sessions
+    .filter((s) => !query || (s.title || "untitled session").toLowerCase().includes(query))
+    .map((s) => {
+      const label = s.title || "Untitled session";
+      const when = new Date(s.created_at).toLocaleString();
+      const button = el(
+        "button",
+        { type: "button", class: "session-link" },
+        el("span", { class: "session-name" }, (s.starred ? "★ " : "") + label),
+        el("span", { class: "session-meta" }, `${when} · ${s.num_messages} messages`),
+      );
+      if (s.id === page.current) button.setAttribute("aria-current", "page");
+      button.addEventListener("click", () => openSession(s.id));
+      return el("li", {}, button);
+    });
+  if (!items.length) {
+    items.push(el("li", { class: "hint" }, query ? "No session matches." : "No sessions yet."));
+  }
+  $("session-list").replaceChildren(...items);
+}
+
+async function newSession() {
+  const session = await report(api.create());
+  if (!session) return;
+  await refreshSessions();
+  await openSession(session.id);
+  $("composer-input").focus();
+}
+
+async function openSession(id) {
+  if (!id) return;
+  if (page.current && page.current !== id) live.unsubscribe(page.current);
+  page.current = id;
+  page.modelChoice = "";
+  page.pendingKey = "";
+  dismissDecision();
+  dismissElicitation();
+  history.replaceState(null, "", `#${encodeURIComponent(id)}`);
+  let snapshot;
+  try {
+    snapshot = await api.snapshot(id);
+  } catch (error) {
+    if (page.current !== id) return;
+    page.current = "";
+    closeSessionView(error.status === 404 ? "That session does not exist." : error.message);
+    return;
+  }
+  if (page.current !== id) return;
+  $("empty-hint").hidden = true;
+  $("composer").hidden = false;
+  $("session-actions").hidden = false;
+  const since = transcript.load(snapshot);
+  const entry = page.sessions.find((s) => s.id === id);
+  $("star").setAttribute("aria-pressed", entry && entry.starred ? "true" : "false");
+  renderSessions();
+  live.subscribe(id, since, {
+    event: (seq, event) => {
+      if (page.current === id) transcript.apply(seq, event);
+    },
+    exited: () => {
+      if (page.current === id) onExited();
+    },
+    failed: (error) => showError(error),
+  });
+  loadModels(id);
+}
+
+function closeSessionView(message) {
+  history.replaceState(null, "", window.location.pathname);
+  transcript.reset();
+  $("session-title").textContent = "No session open";
+  $("usage").textContent = "";
+  $("composer").hidden = true;
+  $("session-actions").hidden = true;
+  $("empty-hint").hidden = false;
+  $("empty-hint").textContent = message || "Start a new session, or pick one from the list.";
+  renderSessions();
+}
+
+async function forkAt(ordinal, text) {
+  const forked = await report(api.fork(page.current, ordinal));
+  if (!forked) return;
+  await refreshSessions();
+  await openSession(forked.id);
+  const input = $("composer-input");
+  input.value = text || "";
+  input.focus();
+}
+
+async function renameSession() {
+  const entry = page.sessions.find((s) => s.id === page.current);
+  const title = await askText({
+    title: "Rename session",
+    label: "Title",
+    value: entry ? entry.title : $("session-title").textContent,
+  });
+  if (title === null || !page.current) return;
+  const done = await report(api.rename(page.current, title));
+  if (done) {
+    showTitle(done.title);
+    await refreshSessions();
+  }
+}
+
+async function toggleStar() {
+  const button = $("star");
+  const starred = button.getAttribute("aria-pressed") !== "true";
+  if (await report(api.star(page.current, starred))) {
+    button.setAttribute("aria-pressed", starred ? "true" : "false");
+    await refreshSessions();
+  }
+}
+
+async function deleteSession() {
+  const answer = await askDecision({
+    title: "Delete this session?",
+    text: "Its whole history is removed. This cannot be undone.",
+    details: $("session-title").textContent,
+    subject: "",
+    choices: [
+      { kind: "keep", label: () => "Keep it", escape: true },
+      { kind: "delete", label: () => "Delete" },
+    ],
+  });
+  if (!answer || answer.kind !== "delete" || !page.current) return;
+  const id = page.current;
+  if ((await report(api.remove(id))) !== undefined) {
+    live.unsubscribe(id);
+    page.current = "";
+    closeSessionView("The session was deleted.");
+    await refreshSessions();
+  }
+}
+
+// --- agents and models ---------------------------------------------------------------------
+
+async function loadAgents() {
+  const sources = (await report(api.agents())) || [];
+  const picker = $("agent-picker");
+  const options = [];
+  for (const source of sources) {
+    if (source.multi) {
+      const config = await report(api.agent(source.name));
+      const names = Object.keys((config && config.agents) || {});
+      for (const name of names) options.push([`${source.name}/${name}`, `${source.name}: ${name}`]);
+    } else {
+      options.push([source.name, source.description ? `${source.name} — ${source.description}` : source.name]);
+    }
+  }
+  picker.replaceChildren(...options.map(([value, label]) => el("option", { value }, label)));
+  const preferred = options.find(([value]) => value === "default");
+  if (preferred) picker.value = preferred[0];
+}
+
+async function loadModels(id) {
+  const picker = $("model-picker");
+  let models = null;
+  try {
+    models = await api.models(id);
+  } catch {
+    models = null; // no runtime before the first turn, or a runtime without a picker
+  }
+  if (id !== page.current) return;
+  const options = [el("option", { value: "" }, "the agent's model")];
+  for (const model of (models && models.models) || []) {
+    const option = el("option", { value: model.ref }, `${model.name} (${model.ref})`);
+    if (model.is_current && models.current_model_ref) option.selected = true;
+    options.push(option);
+  }
+  picker.replaceChildren(...options);
+  if (page.modelChoice) picker.value = page.modelChoice;
+}
+
+function runTarget() {
+  const value = $("agent-picker").value || "default";
+  return value.split("/").map(encodeURIComponent).join("/");
+}
+
+// --- composer ------------------------------------------------------------------------------
+
+async function send({ queue = false } = {}) {
+  const input = $("composer-input");
+  const text = input.value.trim();
+  const id = page.current;
+  if (!text || !id) return;
+  input.value = "";
+  let shown = null;
+  try {
+    if (queue) {
+      await api.followUp(id, text);
+      transcript.addNotice(`Queued for when the agent is done: ${text}`, "info");
+    } else if (transcript.running) {
+      await api.steer(id, text);
+      transcript.addNotice(`Sent to the running turn: ${text}`, "info");
+    } else {
+      shown = transcript.addUser(text);
+      await api.run(id, runTarget(), text, page.modelChoice);
+      page.modelChoice = "";
+    }
+  } catch (error) {
+    if (shown) transcript.removeUser(shown);
+    if (!input.value) input.value = text;
+    showError(error);
+  }
+}
+
+function wire() {
+  $("new-session").addEventListener("click", newSession);
+  $("search").addEventListener("input", renderSessions);
+  $("rename").addEventListener("click", renameSession);
+  $("star").addEventListener("click", toggleStar);
+  $("delete").addEventListener("click", deleteSession);
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  $("queue").addEventListener("click", () => send({ queue: true }));
+  $("cancel").addEventListener("click", () => report(api.cancel(page.current)));
+  $("model-picker").addEventListener("change", (event) => {
+    page.modelChoice = event.target.value;
+  });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") refreshSessions(); // other tabs' changes
+  });
+  $("composer-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+}
+
+async function boot() {
+  wire();
+  await refreshSessions();
+  live.start();
+  await loadAgents();
+  const wanted = decodeURIComponent(window.location.hash.slice(1));
+  if (wanted) await openSession(wanted);
+}
+
+boot();
