@@ -3,8 +3,9 @@
     .venv/bin/python bench/transport.py [--turns 50] [--concurrency 10 50] [--rounds 5]
 
 The server is a subprocess serving a scripted agent (200 text tokens per turn, looping, no
-delays) with an in-memory store. Each scenario runs in its own load-generator process (this
-file with ``--client``), so client and server never share an interpreter:
+delays) with an in-memory store, or with ``--db sqlite`` a fresh SQLite file. Each scenario
+runs in its own load-generator process (this file with ``--client``), so client and server
+never share an interpreter:
 
 * ``sse x1`` / ``ws x1``: one session, one connection, ``--turns`` turns back to back;
 * ``sse xN`` / ``ws xN``: N sessions at once, each on its own connection, ``--rounds`` turns
@@ -346,10 +347,12 @@ def stop(process: subprocess.Popen[Any], name: str) -> None:
 
 
 def start_server(
-    base: list[str], agent: Path, workdir: Path, processes: list[Any]
+    base: list[str], agent: Path, workdir: Path, processes: list[Any], db: str
 ) -> tuple[Any, str]:
     """Start ``greenroom serve`` and wait (bounded) for its ``listening`` line."""
-    command = [*base, "serve", str(agent), "--port", "0", "--db", ":memory:"]
+    if db == "sqlite":
+        db = str(workdir / "bench.sqlite3")
+    command = [*base, "serve", str(agent), "--port", "0", "--db", db]
     command += ["--log-level", "warning", "--max-connections-per-client", "0"]
     with (workdir / "server.out").open("wb") as out, (workdir / "server.err").open("wb") as err:
         server = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -445,6 +448,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per scenario")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument(
+        "--db",
+        default=":memory:",
+        help="the server's store: :memory: (default), sqlite (a fresh file in the temporary "
+        "directory) or a path",
+    )
+    parser.add_argument(
         "--server",
         metavar="COMMAND",
         help="the greenroom command to benchmark, split like a shell would "
@@ -478,8 +487,8 @@ def main() -> None:
         workdir = Path(directory)
         try:
             base = shlex.split(args.server) if args.server else greenroom_command()
-            server, url = start_server(base, write_agent(workdir), workdir, processes)
-            print(f"server: pid {server.pid}, {url}")
+            server, url = start_server(base, write_agent(workdir), workdir, processes, args.db)
+            print(f"server: pid {server.pid}, {url}, store {args.db}")
             print()
             print(HEADER)
             scenarios = [(transport, 1, args.turns) for transport in args.transports]
