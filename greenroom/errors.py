@@ -21,14 +21,17 @@ WebSocket error frames happens in exactly one place: here.
     ├── NotFound                         404 not_found
     │   ├── SessionNotFound              404 session_not_found
     │   ├── MessageNotFound              404 message_not_found
-    │   └── AgentNotFound                404 agent_not_found
+    │   ├── AgentNotFound                404 agent_not_found
+    │   └── ToolCallNotFound             404 tool_call_not_found (none in doubt by that id)
     ├── SessionBusy                      409 session_busy
     ├── SessionNotRunning                409 session_not_running
     ├── NoPendingRequest                 409 no_pending_request
+    ├── NeedsDecision                    409 needs_decision      (tool calls in doubt)
     ├── PayloadTooLarge                  413 payload_too_large
     ├── UnsupportedMediaType             415 unsupported_media_type
     ├── HostNotAllowed                   421 host_not_allowed    (DNS rebinding guard)
     ├── ModelSwitchingNotSupported       422 model_switching_not_supported
+    ├── RerunNotSupported                422 rerun_not_supported
     ├── QueueFull                        429 queue_full          (.retry_after seconds)
     │   └── TooManyConnections           429 too_many_connections (per client address)
     ├── AgentSourceUnavailable           502 agent_source_unavailable
@@ -79,12 +82,14 @@ __all__ = [
     "ModelStreamMalformed",
     "ModelSwitchingNotSupported",
     "ModelTimeout",
+    "NeedsDecision",
     "NewerDatabase",
     "NoPendingRequest",
     "NotADatabase",
     "NotFound",
     "PayloadTooLarge",
     "QueueFull",
+    "RerunNotSupported",
     "SessionBusy",
     "SessionGone",
     "SessionNotFound",
@@ -92,6 +97,7 @@ __all__ = [
     "ShuttingDown",
     "StoreError",
     "TooManyConnections",
+    "ToolCallNotFound",
     "Unauthorized",
     "UnstorableValue",
     "UnsupportedMediaType",
@@ -213,6 +219,11 @@ class AgentNotFound(NotFound):
     default_message = "agent source not found"
 
 
+class ToolCallNotFound(NotFound):
+    code = "tool_call_not_found"
+    default_message = "no tool call in doubt with that id"
+
+
 class SessionBusy(GreenroomError):
     status = 409
     code = "session_busy"
@@ -229,6 +240,17 @@ class NoPendingRequest(GreenroomError):
     status = 409
     code = "no_pending_request"
     default_message = "no request in progress"
+
+
+class NeedsDecision(GreenroomError):
+    """Tool calls of an interrupted turn are in doubt: a person decides each before a run."""
+
+    status = 409
+    code = "needs_decision"
+    default_message = (
+        "tool calls of an interrupted turn are in doubt; decide each one first "
+        "(POST /api/sessions/{id}/recovery/decisions)"
+    )
 
 
 class PayloadTooLarge(GreenroomError):
@@ -255,6 +277,12 @@ class ModelSwitchingNotSupported(GreenroomError):
     status = 422
     code = "model_switching_not_supported"
     default_message = "model switching not supported by this runtime"
+
+
+class RerunNotSupported(GreenroomError):
+    status = 422
+    code = "rerun_not_supported"
+    default_message = "this session's runtime cannot run a tool call again"
 
 
 class QueueFull(GreenroomError):

@@ -5,6 +5,7 @@ Everything here is a frozen attrs value or a pure function; no I/O. JSON convers
 """
 
 from ._events import (
+    DELTA_TYPES as DELTA_TYPES,
     EVENT_TAGS as EVENT_TAGS,
     AgentChoice as AgentChoice,
     AgentChoiceReasoning as AgentChoiceReasoning,
@@ -22,8 +23,11 @@ from ._events import (
     TokenUsage as TokenUsage,
     TokenUsageInfo as TokenUsageInfo,
     ToolCallConfirmation as ToolCallConfirmation,
+    ToolCallDecided as ToolCallDecided,
     ToolCallEvent as ToolCallEvent,
+    ToolCallInDoubt as ToolCallInDoubt,
     ToolCallResponse as ToolCallResponse,
+    TurnInterrupted as TurnInterrupted,
     UserMessage as UserMessage,
     Warning as Warning,
     event_type as event_type,
@@ -45,6 +49,7 @@ from ._json import (
     WIRE_HIDDEN as WIRE_HIDDEN,
     WIRE_RENAMES as WIRE_RENAMES,
     converter as converter,
+    encode_event as encode_event,
     event_from_json as event_from_json,
     event_to_json as event_to_json,
     format_datetime as format_datetime,

@@ -6,6 +6,7 @@ Only the events greenroom produces or inspects get a class. Anything else a runt
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, TypeAlias
 
 import attrs
@@ -146,6 +147,38 @@ class SessionExited:
 
 
 @attrs.frozen
+class TurnInterrupted:
+    """A turn that was running when the server stopped without ending it (crash recovery)."""
+
+    turn_id: str
+    reason: str = "server_restart"
+    session_id: str = ""
+    in_doubt: int = 0  # tool calls of the turn whose outcome is unknown
+
+
+@attrs.frozen
+class ToolCallInDoubt:
+    """A tool call that started but recorded no result before the server stopped: it may or
+    may not have run. A person decides (rerun, done or skip) before the session runs again."""
+
+    tool_call: ToolCall
+    started_at: dt.datetime | None = None
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
+class ToolCallDecided:
+    """A person's decision about a tool call that was in doubt."""
+
+    tool_call_id: str
+    action: str  # rerun | done | skip
+    result: str = ""
+    decided_by: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
 class RawEvent:
     """An event greenroom has no class for: ``data`` is the whole JSON object, ``type`` included."""
 
@@ -171,6 +204,9 @@ Event: TypeAlias = (
     | AgentInfo
     | Gap
     | SessionExited
+    | TurnInterrupted
+    | ToolCallInDoubt
+    | ToolCallDecided
     | RawEvent
 )
 
@@ -192,7 +228,12 @@ EVENT_TAGS: dict[type[Any], str] = {
     AgentInfo: "agent_info",
     Gap: "gap",
     SessionExited: "session_exited",
+    TurnInterrupted: "turn_interrupted",
+    ToolCallInDoubt: "tool_call_in_doubt",
+    ToolCallDecided: "tool_call_decided",
 }
+DELTA_TYPES = frozenset({"agent_choice", "agent_choice_reasoning"})
+"""Token deltas: most of a log's volume, and the only events retention removes."""
 TAGGED_EVENTS: dict[str, type[Any]] = {tag: cls for cls, tag in EVENT_TAGS.items()}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import datetime as dt
+import json
 import math
 import typing
 from collections.abc import Callable, Mapping
@@ -55,6 +56,7 @@ __all__ = [
     "WIRE_HIDDEN",
     "WIRE_RENAMES",
     "converter",
+    "encode_event",
     "event_from_json",
     "event_to_json",
     "format_datetime",
@@ -439,6 +441,23 @@ def event_to_json(event: Event) -> dict[str, Any]:
 
 for _cls in TAGGED_EVENTS.values():
     _register(_cls, omit_empty=True)
+
+# One shared encoder: json.dumps with options builds a new JSONEncoder on every call.
+_EVENT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_ASCII_EVENT_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+def encode_event(event: Event) -> bytes:
+    """The event's JSON as UTF-8: encoded once, then stored and served as these bytes.
+
+    A string holding a lone surrogate (which UTF-8 cannot carry) is escaped as ``\\udXXX``
+    instead of failing the event.
+    """
+    data = event_to_json(event)
+    try:
+        return _EVENT_ENCODER.encode(data).encode()
+    except UnicodeEncodeError:
+        return _ASCII_EVENT_ENCODER.encode(data).encode()
 
 
 # --- the edge ---------------------------------------------------------------------------

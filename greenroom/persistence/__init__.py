@@ -1,7 +1,35 @@
-"""Session stores: the :class:`Store` contract, an in-memory store and an SQLite store."""
+"""Session stores and the durable event log: the :class:`Store` contract, the
+:class:`Persistence` interfaces (writer, event reader, ownership, commit bus), an in-memory
+implementation and an SQLite one."""
 
+from ._persistence import (
+    CommitBus as CommitBus,
+    CommitListener as CommitListener,
+    EventReader as EventReader,
+    NullBus as NullBus,
+    Ownership as Ownership,
+    Persistence as Persistence,
+    Writer as Writer,
+)
 from ._protocol import Store as Store
+from ._records import (
+    DECISION_ACTIONS as DECISION_ACTIONS,
+    Decision as Decision,
+    DecisionAction as DecisionAction,
+    EventRow as EventRow,
+    HeadState as HeadState,
+    Lease as Lease,
+    RecoveryPlan as RecoveryPlan,
+    RetentionPolicy as RetentionPolicy,
+    StoredEvent as StoredEvent,
+    ToolCallIntent as ToolCallIntent,
+    ToolCallRecord as ToolCallRecord,
+    ToolCallState as ToolCallState,
+    TurnEnd as TurnEnd,
+    TurnMark as TurnMark,
+    TurnRecord as TurnRecord,
+    TurnStart as TurnStart,
+    TurnState as TurnState,
+)
 from .memory import MemoryStore as MemoryStore, open_memory_store as open_memory_store
 from .sqlite import SqliteStore as SqliteStore, open_sqlite_store as open_sqlite_store
-
-__all__ = ["MemoryStore", "SqliteStore", "Store", "open_memory_store", "open_sqlite_store"]

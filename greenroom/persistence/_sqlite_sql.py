@@ -27,6 +27,7 @@ UPSERT_METADATA = (
     + " ON CONFLICT(id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in UPDATABLE)
 )
+INSERT_HEAD = "INSERT OR IGNORE INTO heads (session_id) VALUES (?)"
 
 
 def insert_session(conn: sqlite3.Connection, session: Session) -> Session:
@@ -35,6 +36,7 @@ def insert_session(conn: sqlite3.Connection, session: Session) -> Session:
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
         raise StoreError(f"session already exists: {session.id}")
     conn.execute(INSERT_SESSION, _rows.session_to_row(session))
+    conn.execute("INSERT INTO heads (session_id) VALUES (?)", (session.id,))
     items: list[Item] = []
     for position, item in enumerate(session.items):
         items.append(insert_item(conn, session.id, position, item))

@@ -1,4 +1,5 @@
-"""An in-memory session store: the reference implementation of the :class:`Store` contract.
+"""An in-memory session store: the reference implementation of the :class:`Store` contract,
+and of the durable-log interfaces (:mod:`._memory_journal`) for as long as the process lives.
 
 Values are frozen all the way down, so handing out a stored value is handing out a copy: no
 caller can change what another caller or the store sees.
@@ -33,6 +34,8 @@ from greenroom.errors import (
     UnstorableValue,
 )
 
+from ._memory_journal import MemoryJournal
+
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
 
 
@@ -46,10 +49,11 @@ def _storable(*values: object) -> None:
             raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
-class MemoryStore:
+class MemoryStore(MemoryJournal):
     """Sessions in a dict; message ids from one counter, as a database would give them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._sessions: dict[str, Session] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -75,7 +79,12 @@ class MemoryStore:
             items.append(item)
         stored = attrs.evolve(session, items=tuple(items))
         self._sessions[stored.id] = stored
+        self._head(stored.id)
         return stored
+
+    @property
+    def store(self) -> MemoryStore:
+        return self
 
     async def add_session(self, session: Session) -> Session:
         if not session.id:
@@ -151,19 +160,27 @@ class MemoryStore:
             if isinstance(item, SubSession) and item.session.id in self._sessions:
                 await self.delete_session(item.session.id)
         del self._sessions[session_id]
+        self._forget(session_id)
 
     def _append(self, session_id: str, item: Item) -> None:
         session = self._get(session_id)
         self._sessions[session_id] = session.with_item(item)
 
-    async def add_message(self, session_id: str, message: Message) -> int:
+    def _store_message(self, session_id: str, message: Message) -> int:
         self._get(session_id)
         _storable(message)
         message_id = next(self._ids)
         self._append(session_id, attrs.evolve(message, id=message_id))
         return message_id
 
-    async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
+    def _store_item(self, session_id: str, item: Message | ErrorItem) -> int:
+        if isinstance(item, Message):
+            return self._store_message(session_id, item)
+        _storable(item)
+        self._append(session_id, item)
+        return 0
+
+    def _replace_message(self, session_id: str, message_id: int, message: Message) -> None:
         session = self._get(session_id)
         _storable(message, message_id)
         for index, item in enumerate(session.items):
@@ -173,6 +190,12 @@ class MemoryStore:
                 self._sessions[session_id] = attrs.evolve(session, items=tuple(items))
                 return
         raise MessageNotFound(f"message {message_id} not found in session {session_id}")
+
+    async def add_message(self, session_id: str, message: Message) -> int:
+        return self._store_message(session_id, message)
+
+    async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
+        self._replace_message(session_id, message_id, message)
 
     async def add_error(self, session_id: str, error: ErrorItem) -> None:
         _storable(error)

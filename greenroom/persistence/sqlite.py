@@ -1,21 +1,27 @@
 """The SQLite session store: one writer thread with group commit, readers on their own connections.
 
-Writes are jobs (a function of the writer connection). A dedicated writer thread owns the writer
-connection; it takes every job queued while it was committing the previous transaction and
-runs them all in one transaction, so one wake-up and one fsync-free WAL commit serve a whole
-batch: with many producers, throughput is bounded by SQLite, not by thread hops. A job that
-writes more than one statement runs inside its own savepoint, so a failing job fails alone.
-The thread hands results back with ``TrioToken.run_sync_soon`` and a caller resumes only
-after the commit, so an acknowledged write survives a crash of the process (WAL with
-``synchronous=NORMAL``). Jobs go to the thread through a plain queue, not a trio task, so the
-thread starts the next batch as soon as it has committed one.
+Writes are jobs (a function of the writer connection) and event rows. A dedicated writer thread
+owns the writer connection; it takes everything queued while it was committing the previous
+transaction and writes it all in one transaction, so one wake-up and one fsync-free WAL commit
+serve a whole batch: with many producers, throughput is bounded by SQLite, not by thread hops.
+A job that writes more than one statement runs inside its own savepoint, so a failing job fails
+alone. Event rows are write-behind: nobody waits for them; consecutive rows are inserted with
+one ``executemany`` behind the fence (``_sqlite_journal.flush_events``), in queue order with
+the jobs. The thread hands results back with ``TrioToken.run_sync_soon``: a job's caller
+resumes only after the commit, so an acknowledged write survives a crash of the process (WAL
+with ``synchronous=NORMAL``), and the commit listener hears which event seqs are committed.
+Jobs go to the thread through a plain queue, not a trio task, so the thread starts the next
+batch as soon as it has committed one.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +38,7 @@ from greenroom.domain import (
     SessionSummary,
     SubSession,
     Summary,
+    format_datetime,
     to_json,
 )
 from greenroom.errors import (
@@ -43,7 +50,24 @@ from greenroom.errors import (
     UnstorableValue,
 )
 
-from . import _rows, _sqlite_sql as sql
+from . import _rows, _sqlite_journal as journal, _sqlite_sql as sql
+from ._persistence import CommitListener, NullBus
+from ._records import (
+    Decision,
+    EventRow,
+    Lease,
+    RecoveryPlan,
+    RetentionPolicy,
+    StoredEvent,
+    ToolCallIntent,
+    ToolCallRecord,
+    ToolCallState,
+    TurnEnd,
+    TurnMark,
+    TurnRecord,
+    TurnStart,
+    TurnState,
+)
 from ._sqlite_open import (
     acquire_process_lock,
     check_access,
@@ -53,6 +77,7 @@ from ._sqlite_open import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Jobs queued or being committed. When that many are, producers wait: the store's backpressure.
 _QUEUE_SIZE = 4096
@@ -78,12 +103,19 @@ class _Job:
 
 
 class SqliteStore:
-    """A :class:`~greenroom.persistence.Store` on one SQLite file. Use :func:`open_sqlite_store`."""
+    """A :class:`~greenroom.persistence.Persistence` on one SQLite file: the store, the writer,
+    the event reader and local ownership at this process's boot epoch. Use
+    :func:`open_sqlite_store`."""
 
-    def __init__(self, path: Path, writer: sqlite3.Connection) -> None:
+    _bus = NullBus()
+
+    def __init__(self, path: Path, writer: sqlite3.Connection, boot_epoch: int = 1) -> None:
         self.path = path
+        self.boot_epoch = boot_epoch
         self._writer = writer
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | EventRow | None] = queue.SimpleQueue()
+        self._listener: CommitListener | None = None
+        self._touched: set[str] = set()  # sessions with events since the last retention sweep
         self._slots = trio.Semaphore(_QUEUE_SIZE)
         self._token = trio.lowlevel.current_trio_token()
         self._thread = threading.Thread(
@@ -125,9 +157,21 @@ class SqliteStore:
         result: T = await trio.lowlevel.wait_task_rescheduled(abort)
         return result
 
-    def _deliver(self, batch: list[_Job], results: list[outcome.Outcome[Any]]) -> None:
-        # Runs in the trio thread (TrioToken.run_sync_soon).
-        for job, result in zip(batch, results, strict=True):
+    def _deliver(
+        self,
+        jobs: list[_Job],
+        results: list[outcome.Outcome[Any]],
+        heads: dict[str, int],
+        failed: dict[str, str],
+    ) -> None:
+        # Runs in the trio thread (TrioToken.run_sync_soon). The listener first: a caller that
+        # resumes after its write finds the events committed before it delivered too.
+        if (heads or failed) and self._listener is not None:
+            try:
+                self._listener(heads, failed)
+            except Exception:  # a bug in the listener must not take the trio loop down
+                log.exception("the commit listener of %s failed", self.path)
+        for job, result in zip(jobs, results, strict=True):
             self._slots.release()
             if job.task is not None:
                 trio.lowlevel.reschedule(job.task, result)
@@ -150,21 +194,34 @@ class SqliteStore:
                     running = False
                     break
                 batch.append(job)
+            jobs = [job for job in batch if isinstance(job, _Job)]
             try:
-                results = self._commit(batch)
+                results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
                 error = StoreError(f"writing {self.path} failed: {exc!r}")
-                results = [outcome.Error(error) for _ in batch]
+                results, heads = [outcome.Error(error) for _ in jobs], {}
+                failed = _all_failed(batch, repr(exc))
             self.batches += 1
-            self._token.run_sync_soon(self._deliver, batch, results)
+            self._token.run_sync_soon(self._deliver, jobs, results, heads, failed)
         self._token.run_sync_soon(self._stopped.set)
 
-    def _commit(self, batch: list[_Job]) -> list[outcome.Outcome[Any]]:
+    def _commit(
+        self, batch: list[_Job | EventRow]
+    ) -> tuple[list[outcome.Outcome[Any]], dict[str, int], dict[str, str]]:
         conn = self._writer
         results: list[outcome.Outcome[Any]] = []
+        heads: dict[str, int] = {}
+        failed: dict[str, str] = {}
+        rows: list[EventRow] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in batch:
+                if not isinstance(job, _Job):
+                    rows.append(job)
+                    continue
+                if rows:  # the events queued before this job go first
+                    heads.update(journal.flush_events(conn, rows, failed))
+                    rows = []
                 if job.atomic:
                     try:
                         results.append(outcome.Value(job.fn(conn)))
@@ -182,13 +239,17 @@ class SqliteStore:
                     conn.execute("ROLLBACK TO job")
                     results.append(outcome.Error(_translate(self.path, exc)))
                 conn.execute("RELEASE job")
+            if rows:
+                heads.update(journal.flush_events(conn, rows, failed))
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             error = StoreError(f"commit to {self.path} failed: {exc}")
-            return [outcome.Error(error) for _ in batch]
-        return results
+            jobs = sum(1 for job in batch if isinstance(job, _Job))
+            return [outcome.Error(error) for _ in range(jobs)], {}, _all_failed(batch, str(exc))
+        self._touched.update(heads)
+        return results, heads, failed
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         self._check_open()
@@ -258,16 +319,18 @@ class SqliteStore:
 
         def upsert(conn: sqlite3.Connection) -> None:
             conn.execute(sql.UPSERT_METADATA, row)
+            conn.execute(sql.INSERT_HEAD, (session.id,))  # cannot fail once the row is there
 
         await self._write(upsert, atomic=True)
 
     async def delete_session(self, session_id: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:
-            # One statement: the sub-sessions and items go with it (ON DELETE CASCADE).
+            journal.delete_events_of_tree(conn, session_id)
+            # The sub-sessions, items, heads and records go with it (ON DELETE CASCADE).
             if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
-        await self._write(delete, atomic=True)
+        await self._write(delete)
 
     async def _append(self, session_id: str, item: Message | Summary | ErrorItem) -> int:
         # Serialised here, in the caller, so the writer thread only runs SQL.
@@ -348,6 +411,129 @@ class SqliteStore:
         self._shutdown()
         await self._stopped_writing()
 
+    # --- the roles of Persistence ------------------------------------------------------------
+
+    @property
+    def store(self) -> SqliteStore:
+        return self
+
+    @property
+    def writer(self) -> SqliteStore:
+        return self
+
+    @property
+    def events(self) -> SqliteStore:
+        return self
+
+    @property
+    def ownership(self) -> SqliteStore:
+        return self
+
+    @property
+    def bus(self) -> NullBus:
+        return self._bus
+
+    # --- Ownership: local, at the boot epoch -------------------------------------------------
+
+    async def claim(self, session_id: str) -> Lease:
+        return await self._read(lambda conn: journal.claim(conn, session_id, self.boot_epoch))
+
+    def release_lease(self, lease: Lease) -> None:
+        pass  # one process owns the whole file: nothing to hand back
+
+    # --- Writer ------------------------------------------------------------------------------
+
+    def listen(self, listener: CommitListener | None) -> None:
+        self._listener = listener
+
+    def append_event(self, row: EventRow) -> None:
+        if self._closed:
+            if self._listener is not None:
+                self._listener({}, {row.session_id: f"store {self.path} is closed"})
+            return
+        self._jobs.put(row)  # write-behind: no slot, nobody waits; the listener hears back
+
+    async def begin_turn(
+        self, lease: Lease, turn: TurnStart, messages: tuple[Message, ...]
+    ) -> tuple[int, ...]:
+        rows = [_rows.item_to_row(m) for m in messages]
+        return await self._write(lambda conn: journal.begin_turn(conn, lease, turn, rows))
+
+    async def add_turn_message(self, session_id: str, message: Message, mark: TurnMark) -> int:
+        row = _rows.item_to_row(message)
+        call_id = message.message.tool_call_id if message.role == "tool" else ""
+        return await self._write(
+            lambda conn: journal.add_turn_message(conn, session_id, row, mark, call_id)
+        )
+
+    async def end_turn(self, lease: Lease, end: TurnEnd) -> None:
+        ended_at = format_datetime(dt.datetime.now(dt.UTC))
+        await self._write(lambda conn: journal.end_turn(conn, end, ended_at))
+
+    async def begin_tool_call(self, lease: Lease, intent: ToolCallIntent) -> None:
+        await self._write(lambda conn: journal.begin_tool_call(conn, lease, intent), atomic=True)
+
+    async def begin_rerun(self, lease: Lease, session_id: str, tool_call_id: str) -> None:
+        await self._write(lambda conn: journal.begin_rerun(conn, session_id, tool_call_id))
+
+    async def decide(self, decision: Decision) -> int:
+        row = _rows.item_to_row(decision.result)
+        return await self._write(lambda conn: journal.decide(conn, decision, row))
+
+    async def reserve_key(self, session_id: str, key: str) -> bool:
+        now = time.time()
+        return await self._write(
+            lambda conn: journal.reserve_key(conn, session_id, key, now), atomic=True
+        )
+
+    async def release_key(self, session_id: str, key: str) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM idempotency_keys WHERE session_id = ? AND key = ?", (session_id, key)
+            )
+
+        await self._write(release, atomic=True)
+
+    async def apply_recovery(self, plan: RecoveryPlan) -> tuple[int, ...]:
+        rows = [(_rows.item_to_row(item), call_id) for item, call_id in plan.items]
+        ids = await self._write(lambda conn: journal.apply_recovery(conn, plan, rows))
+        if plan.events and self._listener is not None:  # committed: its events may be served
+            self._listener({plan.lease.session_id: plan.events[-1].seq}, {})
+        return ids
+
+    async def apply_retention(self, policy: RetentionPolicy, now: float) -> int:
+        def sweep(conn: sqlite3.Connection) -> int:
+            # On the writer thread, which alone updates _touched: no lock needed.
+            touched = set()
+            if policy.max_deltas_per_session is not None:
+                touched, self._touched = self._touched, set()
+            return journal.retention(conn, policy, now, touched)
+
+        return await self._write(sweep)
+
+    # --- EventReader -------------------------------------------------------------------------
+
+    async def read_events(self, session_id: str, after: int, limit: int) -> list[StoredEvent]:
+        return await self._read(lambda conn: journal.read_events(conn, session_id, after, limit))
+
+    async def last_seq(self, session_id: str) -> int:
+        return await self._read(lambda conn: journal.last_seq(conn, session_id))
+
+    async def interrupted_sessions(self) -> list[str]:
+        return await self._read(journal.interrupted_sessions)
+
+    async def turns(self, session_id: str, states: tuple[TurnState, ...]) -> list[TurnRecord]:
+        return await self._read(lambda conn: journal.turns(conn, session_id, states))
+
+    async def tool_calls(
+        self, session_id: str, states: tuple[ToolCallState, ...]
+    ) -> list[ToolCallRecord]:
+        return await self._read(lambda conn: journal.tool_calls(conn, session_id, states))
+
+
+def _all_failed(batch: list[_Job | EventRow], reason: str) -> dict[str, str]:
+    return {row.session_id: reason for row in batch if isinstance(row, EventRow)}
+
 
 def _translate(path: Path, exc: Exception) -> Exception:
     if isinstance(exc, GreenroomError):
@@ -376,7 +562,12 @@ async def open_sqlite_store(path: str | Path) -> AsyncIterator[SqliteStore]:
     lock = await trio.to_thread.run_sync(acquire_process_lock, path)
     try:
         writer = await trio.to_thread.run_sync(open_writer, path)
-        store = SqliteStore(path, writer)
+        try:
+            epoch = await trio.to_thread.run_sync(journal.bump_boot_epoch, writer)
+        except BaseException:
+            writer.close()
+            raise
+        store = SqliteStore(path, writer, epoch)
         try:
             store._start()
             try:

@@ -1,0 +1,159 @@
+"""Persistence: the store plus what a durable event log needs, behind one set of interfaces.
+
+::
+
+    Persistence
+    ├── store       Store: sessions and their history (the contract in _protocol.py)
+    ├── writer      Writer: events (write-behind, group commit), turn and tool-call records
+    ├── events      EventReader: replay a session's log, read records for recovery
+    ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
+    └── bus         CommitBus: other nodes' commits (NullBus: there are none)
+
+The in-memory and SQLite stores implement all of it on one object (their ``store``,
+``writer``, ``events`` and ``ownership`` are the store itself). SQLite is the single-node
+form: ``LocalOwnership`` grants every claim at the boot epoch of this process (the exclusive
+lock on ``<db>.lock`` keeps other processes out), the writer runs the same fence a
+multi-node store would (an event batch commits only on top of the session's committed head),
+and no other node commits, so the bus never yields. A PostgreSQL form for several nodes fits
+the same interfaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Protocol
+
+import trio
+
+from greenroom.domain import Message
+
+from ._protocol import Store
+from ._records import (
+    Decision,
+    EventRow,
+    Lease,
+    RecoveryPlan,
+    RetentionPolicy,
+    StoredEvent,
+    ToolCallIntent,
+    ToolCallRecord,
+    ToolCallState,
+    TurnEnd,
+    TurnMark,
+    TurnRecord,
+    TurnStart,
+    TurnState,
+)
+
+CommitListener = Callable[[Mapping[str, int], Mapping[str, str]], None]
+"""Called in the trio thread after each commit: the newest committed seq per session, and the
+sessions whose events could not be written (with why): their logs are lost from there on."""
+
+
+class Writer(Protocol):
+    """Group-commit writes of session logs and records. Events are write-behind: appending
+    never waits, and the listener hears of the commit. Every other write returns once it is
+    committed. Writes commit in the order they were made."""
+
+    def listen(self, listener: CommitListener | None) -> None:
+        """Set the one commit listener (the registry's)."""
+
+    def append_event(self, row: EventRow) -> None:
+        """Queue ``row``; it commits only right after the session's committed head (the
+        fence), else the session is reported failed."""
+
+    async def begin_turn(
+        self, lease: Lease, turn: TurnStart, messages: tuple[Message, ...]
+    ) -> tuple[int, ...]:
+        """Store the turn's user messages and its ``running`` record at once; their ids."""
+
+    async def add_turn_message(self, session_id: str, message: Message, mark: TurnMark) -> int:
+        """``add_message`` for a message a turn adds; a tool result also finishes its call."""
+
+    async def end_turn(self, lease: Lease, end: TurnEnd) -> None:
+        """Record how the turn ended; the session's head is idle again."""
+
+    async def begin_tool_call(self, lease: Lease, intent: ToolCallIntent) -> None:
+        """Record that a tool call is about to run (the durability point before the tool)."""
+
+    async def begin_rerun(self, lease: Lease, session_id: str, tool_call_id: str) -> None:
+        """A call in doubt runs again: it is ``started`` once more (in doubt if we crash)."""
+
+    async def decide(self, decision: Decision) -> int:
+        """Store a decision and the result replacing the placeholder; the number of calls of
+        the session still in doubt (none: the head is idle again). ToolCallNotFound unless the
+        call is in doubt (or being rerun)."""
+
+    async def reserve_key(self, session_id: str, key: str) -> bool:
+        """Record a follow-up idempotency key; False when it was recorded before."""
+
+    async def release_key(self, session_id: str, key: str) -> None: ...
+
+    async def apply_recovery(self, plan: RecoveryPlan) -> tuple[int, ...]:
+        """Write one session's recovery at once; the ids of the added history items."""
+
+    async def apply_retention(self, policy: RetentionPolicy, now: float) -> int:
+        """Remove the token deltas the policy no longer keeps; how many went."""
+
+
+class EventReader(Protocol):
+    async def read_events(self, session_id: str, after: int, limit: int) -> list[StoredEvent]:
+        """Up to ``limit`` committed events with seq > ``after``, in order (retention may
+        have removed some: seqs can jump)."""
+
+    async def last_seq(self, session_id: str) -> int:
+        """The session's newest committed seq (0: none)."""
+
+    async def interrupted_sessions(self) -> list[str]:
+        """Sessions whose head was left ``running`` (a turn or a rerun): what recovery repairs."""
+
+    async def turns(self, session_id: str, states: tuple[TurnState, ...]) -> list[TurnRecord]:
+        """The session's turn records in these states, oldest first."""
+
+    async def tool_calls(
+        self, session_id: str, states: tuple[ToolCallState, ...]
+    ) -> list[ToolCallRecord]:
+        """The session's tool-call records in these states, oldest first."""
+
+
+class Ownership(Protocol):
+    async def claim(self, session_id: str) -> Lease:
+        """The right to append to ``session_id``'s log. SessionNotFound if it does not exist."""
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the session up (its actor retired)."""
+
+
+class CommitBus(Protocol):
+    def updates(self) -> AsyncIterator[tuple[str, int]]:
+        """(session id, committed seq) of commits made by other nodes."""
+
+
+class NullBus:
+    """One node: nobody else commits, so there is never an update."""
+
+    def updates(self) -> AsyncIterator[tuple[str, int]]:
+        return self
+
+    def __aiter__(self) -> NullBus:
+        return self
+
+    async def __anext__(self) -> tuple[str, int]:
+        await trio.sleep_forever()
+
+
+class Persistence(Protocol):
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def writer(self) -> Writer: ...
+
+    @property
+    def events(self) -> EventReader: ...
+
+    @property
+    def ownership(self) -> Ownership: ...
+
+    @property
+    def bus(self) -> CommitBus: ...
