@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
@@ -34,7 +35,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config, Sockets
 
-from greenroom.actors import Registry, open_registry
+from greenroom.actors import RecoveryReport, Registry, open_registry, recover
 from greenroom.agents import AgentSources, LocalRuntimeFactory
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
@@ -45,7 +46,12 @@ from greenroom.errors import (
     ConfigError,
     GreenroomError,
 )
-from greenroom.persistence import Store, open_memory_store, open_sqlite_store
+from greenroom.persistence import (
+    Persistence,
+    RetentionPolicy,
+    open_memory_store,
+    open_sqlite_store,
+)
 from greenroom.transport import AppConfig, ClientLimits, ShieldedSend, create_app
 
 log = logging.getLogger("greenroom")
@@ -81,6 +87,8 @@ class ServeConfig:
     max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
     tune_gc: bool = False  # process-wide GC settings: for the CLI's own process only
     access_log: bool = False  # a log line per request (greenroom serve --log-level debug)
+    retention: RetentionPolicy = attrs.field(factory=RetentionPolicy)  # token deltas kept
+    retention_interval: float = 60.0  # seconds between retention sweeps
 
 
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces: fits every header
@@ -146,7 +154,7 @@ class SourcesCatalog:
 
 
 @asynccontextmanager
-async def open_store(db: str) -> AsyncIterator[Store]:
+async def open_store(db: str) -> AsyncIterator[Persistence]:
     if db == ":memory:":
         async with open_memory_store() as memory:
             yield memory
@@ -274,57 +282,74 @@ async def _serve_bound(
     embedded: bool,
     task_status: trio.TaskStatus[str],
 ) -> None:
-    async with (
-        open_store(cfg.db) as store,
-        open_registry(store, runtime_factory(cfg, sources)) as registry,
-    ):
-        app_config = AppConfig(
-            auth_token=cfg.auth_token,
-            auth_label=cfg.auth_label,
-            cors_origins=cfg.cors_origins,
-            bind_host=cfg.host,
-            allowed_hosts=cfg.allowed_hosts,
-            working_dir_root=cfg.working_dir_root,
-        )
-        app = create_app(registry, SourcesCatalog(sources), app_config)
-        context = app.greenroom  # type: ignore[attr-defined]
-        stop = trio.Event()
-
-        def begin_shutdown() -> None:
-            if stop.is_set():
-                return
-            log.info("shutting down")
-            context.shutting_down.set()  # WebSockets close with 1001
-            registry.end_subscriptions()  # /events streams end (clients resume later)
-            registry.cancel_turns()  # run streams end; their sessions persist
-            stop.set()
-
-        async with trio.open_nursery() as nursery:
-
-            async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
-                await hypercorn.trio.serve(
-                    ClientLimits(ShieldedSend(app), cfg.max_connections_per_client),
-                    http_config,
-                    shutdown_trigger=stop.wait,
-                    task_status=task_status,
-                )
-                nursery.cancel_scope.cancel(reason="server stopped")
-
-            if not embedded:
-                nursery.start_soon(_watch_signals, begin_shutdown)
-            binds = await nursery.start(run_server)
-            if cfg.tune_gc:
-                _settle_garbage_collector()
-            url = binds[0]
-            if not embedded:
-                print(f"greenroom listening on {url}", flush=True)
-                for line in startup_summary(cfg, sources):
-                    print(f"  {line}", flush=True)
-            task_status.started(url)
-        _ = registry
+    async with open_store(cfg.db) as persistence:
+        # Before any request: turns the last process left running are marked interrupted.
+        report = await recover(persistence)
+        async with open_registry(persistence, runtime_factory(cfg, sources)) as registry:
+            await _serve_registry(
+                cfg, sources, http_config, embedded, persistence, registry, report, task_status
+            )
 
 
-def startup_summary(cfg: ServeConfig, sources: AgentSources) -> list[str]:
+async def _serve_registry(
+    cfg: ServeConfig,
+    sources: AgentSources,
+    http_config: _HypercornConfig,
+    embedded: bool,
+    persistence: Persistence,
+    registry: Registry,
+    report: RecoveryReport,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    app_config = AppConfig(
+        auth_token=cfg.auth_token,
+        auth_label=cfg.auth_label,
+        cors_origins=cfg.cors_origins,
+        bind_host=cfg.host,
+        allowed_hosts=cfg.allowed_hosts,
+        working_dir_root=cfg.working_dir_root,
+    )
+    app = create_app(registry, SourcesCatalog(sources), app_config)
+    context = app.greenroom  # type: ignore[attr-defined]
+    stop = trio.Event()
+
+    def begin_shutdown() -> None:
+        if stop.is_set():
+            return
+        log.info("shutting down")
+        context.shutting_down.set()  # WebSockets close with 1001
+        registry.end_subscriptions()  # /events streams end (clients resume later)
+        registry.cancel_turns()  # run streams end; their sessions persist
+        stop.set()
+
+    async with trio.open_nursery() as nursery:
+
+        async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
+            await hypercorn.trio.serve(
+                ClientLimits(ShieldedSend(app), cfg.max_connections_per_client),
+                http_config,
+                shutdown_trigger=stop.wait,
+                task_status=task_status,
+            )
+            nursery.cancel_scope.cancel(reason="server stopped")
+
+        if not embedded:
+            nursery.start_soon(_watch_signals, begin_shutdown)
+        nursery.start_soon(_retain, persistence, cfg.retention, cfg.retention_interval)
+        binds = await nursery.start(run_server)
+        if cfg.tune_gc:
+            _settle_garbage_collector()
+        url = binds[0]
+        if not embedded:
+            print(f"greenroom listening on {url}", flush=True)
+            for line in startup_summary(cfg, sources, report):
+                print(f"  {line}", flush=True)
+        task_status.started(url)
+
+
+def startup_summary(
+    cfg: ServeConfig, sources: AgentSources, report: RecoveryReport | None = None
+) -> list[str]:
     """What a person starting the server wants to know, after the ``listening`` line."""
     if cfg.db == ":memory:":
         database = "in memory (--db :memory:): sessions end with the process"
@@ -338,6 +363,8 @@ def startup_summary(cfg: ServeConfig, sources: AgentSources) -> list[str]:
     if cfg.auth_token:
         lines.append("auth:     a bearer token is required (Authorization: Bearer ...)")
     lines.append("stop:     Ctrl-C (or SIGTERM): open streams end, sessions are kept")
+    if report is not None:  # what crash recovery did before the server started
+        lines.append(f"recovery: {report.summary()}")
     return lines
 
 
@@ -348,6 +375,20 @@ def _settle_garbage_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+
+
+async def _retain(persistence: Persistence, policy: RetentionPolicy, interval: float) -> None:
+    """Remove the token deltas (and expired follow-up keys) the retention policy no longer
+    keeps, every ``interval`` seconds."""
+    while True:
+        await trio.sleep(interval)
+        try:
+            removed = await persistence.writer.apply_retention(policy, time.time())
+        except GreenroomError:
+            log.exception("retention sweep failed")
+        else:
+            if removed:
+                log.info("retention removed %d rows (token deltas, expired keys)", removed)
 
 
 async def _watch_signals(begin_shutdown: Any) -> None:

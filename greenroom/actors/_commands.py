@@ -5,6 +5,7 @@ Commands are imperative nouns; each has exactly one ``_handle_*`` method on the 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ import trio
 
 from greenroom.agents import QueuedMessage, ResumeRequest, Runtime
 from greenroom.domain import ChatMessage, Message, Permissions, Session, Summary
+from greenroom.errors import GreenroomError, SessionGone
 
 from ._eventlog import LogEntry
 
@@ -136,6 +138,38 @@ def discard_reply(result: outcome.Outcome[Any]) -> None:
     so its turn is cancelled (or detached) instead of holding the session busy."""
     if isinstance(result, outcome.Value) and isinstance(result.value, RunStream):
         result.value.close()
+
+
+@attrs.frozen
+class DecisionOutcome:
+    tool_call_id: str
+    action: str
+    result: str
+    is_error: bool
+    decided_by: str
+    decided_at: dt.datetime
+    pending: int  # calls of the session still in doubt
+
+
+@attrs.define(eq=False)
+class PendingDecision:
+    """The answer to a Decide command: at once, or once the tool ran again (a rerun runs in
+    a child task of the actor, so its mailbox keeps serving meanwhile)."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    outcome: DecisionOutcome | None = None
+    error: GreenroomError | None = None
+
+    def finish(self, outcome: DecisionOutcome | None, error: GreenroomError | None = None) -> None:
+        if not self.done.is_set():
+            self.outcome, self.error = outcome, error
+            self.done.set()
+
+    async def wait(self) -> DecisionOutcome:
+        await self.done.wait()
+        if self.outcome is None:
+            raise self.error or SessionGone()
+        return self.outcome
 
 
 @attrs.define(eq=False)
@@ -289,6 +323,19 @@ class ListModels:
 class SetModel:
     agent: str
     ref: str
+
+
+@attrs.frozen
+class GetPendingDecisions:
+    """The tool calls in doubt a person must decide before the session runs again."""
+
+
+@attrs.frozen
+class Decide:
+    tool_call_id: str
+    action: str  # rerun | done | skip
+    result: str | None = None  # for done: what the tool returned, if the person knows
+    decided_by: str = ""
 
 
 @attrs.frozen

@@ -1,29 +1,53 @@
-"""A session's event log: sequence numbers, a bounded replay ring, bounded subscribers.
+"""A session's event log: sequence numbers, commit before deliver, replay from the ring or the
+store, bounded subscribers.
 
-Everything here is synchronous, so each method runs atomically in trio: ``subscribe`` takes the
-backlog and registers the listener in one step, which is why every event reaches a subscriber
-exactly once and in order. The producer never waits: a subscriber whose buffer is full is
-dropped (its stream ends without ``session_exited`` and the client resumes with its last seq).
-Each event is serialised to JSON once and the bytes are shared by every consumer.
+Everything but reading a subscription is synchronous, so each method runs atomically in trio.
+``append`` numbers the event, encodes its JSON once (those bytes are stored and served as they
+are) and hands the row to the writer without waiting. Subscribers only ever get events up to
+the *committed* cursor, which moves when the writer reports a commit: a seq a subscriber saw is
+durable, so after a crash the log goes on at the committed head and never names two events with
+one seq. (The run stream of ``POST .../agent/...`` is not resumable and gets each entry as it is
+appended, with the same seq.)
+
+``subscribe(since)`` takes what it needs from the ring and registers the listener in one step,
+so every event reaches a subscriber exactly once and in order; what is older than the ring is
+read from the store first, page by page. A ``gap`` control event is left only where retention
+removed events, or when ``since`` is ahead of the log (a restored database). The producer never
+waits for a subscriber: one whose buffer is full is dropped (its stream ends without
+``session_exited`` and the client resumes with its last seq). It waits for the writer only when
+more than ``max_uncommitted`` events are not committed yet (``wait_for_room``).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 import json
+import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import trio
 
-from greenroom.domain import Event, Gap, SessionExited, event_to_json
+from greenroom.domain import (
+    Event,
+    Gap,
+    SessionExited,
+    encode_json,
+    event_from_json,
+    event_to_json,
+    event_type,
+)
+from greenroom.errors import GreenroomError
+from greenroom.persistence import EventReader, EventRow, Lease, StoredEvent, Writer
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CAPACITY = 1024
 DEFAULT_SUBSCRIBER_BUFFER = 1024
-# One shared encoder: json.dumps with options builds a new JSONEncoder on every call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+DEFAULT_MAX_UNCOMMITTED = 4096
+REPLAY_PAGE = 500  # events a subscription reads from the store at a time
 
 
 _second: list[Any] = [-1, ""]  # (whole second, its RFC 3339 text): formatted once a second
@@ -40,17 +64,30 @@ def _timestamp() -> str:
 
 @attrs.frozen
 class LogEntry:
-    """One delivered event: ``seq`` is 0 for control events that are not in the log (gap)."""
+    """One delivered event: ``seq`` is 0 for control events that are not in the log (gap).
+
+    ``data`` is the event's JSON, encoded once; ``event`` is parsed from it on demand for an
+    entry replayed from the store.
+    """
 
     seq: int
-    event: Event
-    data: bytes  # the event's JSON, encoded once
+    type: str
+    data: bytes
+    parsed: Event | None = attrs.field(default=None, repr=False)
 
     @classmethod
     def of(cls, seq: int, event: Event) -> LogEntry:
         body = event_to_json(event)
         body.setdefault("timestamp", _timestamp())  # as docker-agent's events carry one
-        return cls(seq, event, _ENCODER.encode(body).encode())
+        return cls(seq, event_type(event), encode_json(body), event)
+
+    @classmethod
+    def stored(cls, event: StoredEvent) -> LogEntry:
+        return cls(event.seq, event.type, event.body)
+
+    @property
+    def event(self) -> Event:
+        return self.parsed if self.parsed is not None else event_from_json(self.json())
 
     def json(self) -> Any:
         return json.loads(self.data)
@@ -59,13 +96,68 @@ class LogEntry:
 GAP = LogEntry.of(0, Gap())
 
 
-class Subscription:
-    """A listener: the backlog it joined with, then live entries until the log closes or drops
-    it. Iterate it with ``async for``; ``close()`` (or ``with``) unregisters it."""
+class _Replay:
+    """The part of a subscription's backlog that only the store still has: (after, upto]."""
 
-    def __init__(self, log: EventLog, backlog: list[LogEntry], buffer: int) -> None:
+    def __init__(self, reader: EventReader, session_id: str, after: int, upto: int) -> None:
+        self._reader = reader
+        self._session_id = session_id
+        self._after = after
+        self._upto = upto
+        self._page: collections.deque[LogEntry] = collections.deque()
+        self._gap_sent = False
+
+    @property
+    def done(self) -> bool:
+        return not self._page and self._after >= self._upto
+
+    def take(self, limit: int) -> list[LogEntry]:
+        """What is already read (never blocks)."""
+        return [self._page.popleft() for _ in range(min(limit, len(self._page)))]
+
+    async def next(self) -> LogEntry | None:
+        if not self._page and self._after < self._upto:
+            await self._read_page()
+        return self._page.popleft() if self._page else None
+
+    def _gap(self) -> None:
+        if not self._gap_sent:
+            self._gap_sent = True
+            self._page.append(GAP)
+
+    async def _read_page(self) -> None:
+        limit = min(REPLAY_PAGE, self._upto - self._after)
+        rows = await self._reader.read_events(self._session_id, self._after, limit)
+        rows = [row for row in rows if row.seq <= self._upto]
+        if not rows:  # retention removed the rest of the range
+            self._after = self._upto
+            self._gap()
+            return
+        for row in rows:
+            if row.seq != self._after + 1:  # retention removed events in between
+                self._gap()
+            self._page.append(LogEntry.stored(row))
+            self._after = row.seq
+
+
+class Subscription:
+    """A listener: its backlog (from the store, then the ring), then live committed entries
+    until the log ends it or drops it. Iterate it with ``async for``; ``close()`` (or
+    ``with``) unregisters it."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        backlog: list[LogEntry],
+        buffer: int,
+        *,
+        replay: _Replay | None = None,
+        skip_through: int = 0,
+    ) -> None:
         self._log = log
+        self._replay = replay
         self._backlog = collections.deque(backlog)
+        self._skip_through = skip_through  # live entries the client already has
         self._send, self._recv = trio.open_memory_channel[LogEntry](buffer)
         self.dropped = False
 
@@ -81,6 +173,8 @@ class Subscription:
         self._recv.close()
 
     def _offer(self, entry: LogEntry) -> bool:
+        if entry.seq <= self._skip_through:
+            return True
         try:
             self._send.send_nowait(entry)
         except trio.WouldBlock:
@@ -97,6 +191,11 @@ class Subscription:
     def ready(self, limit: int) -> list[LogEntry]:
         """Up to ``limit`` entries that are already waiting (never blocks)."""
         entries: list[LogEntry] = []
+        if self._replay is not None:
+            entries = self._replay.take(limit)
+            if not self._replay.done:
+                return entries
+            self._replay = None
         while len(entries) < limit and self._backlog:
             entries.append(self._backlog.popleft())
         while len(entries) < limit:
@@ -107,6 +206,17 @@ class Subscription:
         return entries
 
     async def __anext__(self) -> LogEntry:
+        if self._replay is not None:
+            try:
+                entry = await self._replay.next()
+            except GreenroomError as exc:  # the store failed: end; the client resumes later
+                log.warning("replaying session %s: %s", self._log.session_id, exc)
+                self.dropped = True
+                self.close()
+                raise StopAsyncIteration from None
+            if entry is not None:
+                return entry
+            self._replay = None
         if self._backlog:
             await trio.lowlevel.checkpoint()
             return self._backlog.popleft()
@@ -117,7 +227,12 @@ class Subscription:
 
 
 class EventLog:
-    """The sequenced, replayable event stream of one session."""
+    """The sequenced, durable, replayable event stream of one session.
+
+    Without a ``writer`` the log lives in memory only: an event is committed as it is appended.
+    With one, the log starts once its head is known (``start`` with the lease of the claim);
+    events appended before that wait in order and are numbered then.
+    """
 
     def __init__(
         self,
@@ -125,45 +240,166 @@ class EventLog:
         *,
         capacity: int = DEFAULT_CAPACITY,
         subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER,
+        max_uncommitted: int = DEFAULT_MAX_UNCOMMITTED,
+        writer: Writer | None = None,
+        reader: EventReader | None = None,
     ) -> None:
         self.session_id = session_id
-        self._ring: collections.deque[LogEntry] = collections.deque(maxlen=capacity)
+        self._capacity = capacity
         self._subscriber_buffer = subscriber_buffer
+        self.max_uncommitted = max_uncommitted
+        self._writer = writer
+        self._reader = reader
+        # Contiguous seqs: every uncommitted entry, and up to ``capacity`` committed ones.
+        self._ring: collections.deque[LogEntry] = collections.deque()
         self._subscribers: set[Subscription] = set()
-        self.last_seq = 0
-        self.closed = False
+        self._early: list[Event] = []  # appended before the head was known
+        self._predecessor: EventLog | None = None  # a closed log whose tail is not committed
+        self._progress = trio.Event()  # set (and replaced) whenever the committed cursor moves
+        self.lease: Lease | None = None
+        self.ready = trio.Event()
+        self.error: GreenroomError | None = None
+        self.last_seq = 0  # the last seq given out
+        self.committed = 0  # the last seq the writer committed: what subscribers may see
+        self.closed = False  # no more appends
+        self._ended = False  # subscribers ended
+        self._closing_seq = 0  # session_exited: subscribers end once it is committed
+        if writer is None:
+            self.ready.set()
 
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
-    def append(self, event: Event) -> LogEntry | None:
-        """Sequence ``event``, keep it for replay and offer it to every subscriber.
+    @property
+    def started(self) -> bool:
+        return self.ready.is_set() and self.error is None
 
-        Returns the entry, or None when the log is closed (the event is dropped).
+    @property
+    def uncommitted(self) -> int:
+        return self.last_seq - self.committed
+
+    # --- the head --------------------------------------------------------------------------
+
+    def start(self, lease: Lease) -> None:
+        """The head is known: number the events that waited for it, and go on from there."""
+        if self.ready.is_set():
+            return
+        self.lease = lease
+        self.last_seq = self.committed = lease.last_seq
+        self.ready.set()
+        early, self._early = self._early, []
+        for event in early:
+            self.append(event)
+
+    def abort(self, error: GreenroomError) -> None:
+        """The head could not be had (the session does not exist): drop what waited."""
+        if self.ready.is_set():
+            return
+        self.error = error
+        self._early.clear()
+        self.closed = True
+        self.ready.set()
+        self._end_subscribers()
+
+    async def wait_ready(self) -> None:
+        await self.ready.wait()
+        if self.error is not None:
+            raise self.error
+
+    def successor(self) -> EventLog:
+        """A fresh log going on where this closed one stopped (same numbering); it hands
+        commits of this one's uncommitted tail back to it."""
+        new = EventLog(
+            self.session_id,
+            capacity=self._capacity,
+            subscriber_buffer=self._subscriber_buffer,
+            max_uncommitted=self.max_uncommitted,
+            writer=self._writer,
+            reader=self._reader,
+        )
+        new.lease, new.last_seq, new.committed = self.lease, self.last_seq, self.committed
+        new._ring.extend(e for e in self._ring if e.seq > self.committed)
+        new._predecessor = self if self.uncommitted else None
+        new.ready.set()
+        return new
+
+    # --- appending and committing -----------------------------------------------------------
+
+    def append(self, event: Event) -> LogEntry | None:
+        """Sequence ``event``, keep it for replay and hand it to the writer.
+
+        Returns the entry, or None when the log is closed (the event is dropped) or its head is
+        not known yet (the event waits and is numbered then).
         """
         if self.closed:
+            return None
+        if not self.ready.is_set():
+            self._early.append(event)
             return None
         self.last_seq += 1
         entry = LogEntry.of(self.last_seq, event)
         self._ring.append(entry)
-        for subscriber in list(self._subscribers):
-            if not subscriber._offer(entry):
-                self._subscribers.discard(subscriber)
+        if self._writer is None or self.lease is None:
+            self.on_committed(entry.seq)
+        else:
+            row = EventRow(
+                self.session_id, entry.seq, self.lease.epoch, entry.type, entry.data, time.time()
+            )
+            self._writer.append_event(row)  # may report the commit at once (memory store)
         return entry
 
-    def close(self, reason: str = "session ended") -> LogEntry | None:
-        """Append the sequenced terminal ``session_exited`` and end every subscription.
+    def on_committed(self, seq: int) -> None:
+        """The writer committed this log up to ``seq``: deliver up to there."""
+        if self._predecessor is not None:
+            self._predecessor.on_committed(min(seq, self._predecessor.last_seq))
+            if not self._predecessor.uncommitted:
+                self._predecessor = None
+        if seq <= self.committed or not self._ring:
+            self.committed = max(self.committed, min(seq, self.last_seq))
+            return
+        seq = min(seq, self.last_seq)
+        first = self._ring[0].seq
+        fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
+        for entry in fresh:
+            for subscriber in list(self._subscribers):
+                if not subscriber._offer(entry):
+                    self._subscribers.discard(subscriber)
+        self.committed = seq
+        while len(self._ring) > self._capacity and self._ring[0].seq <= seq:
+            self._ring.popleft()
+        if self._closing_seq and seq >= self._closing_seq:
+            self._end_subscribers()
+        self._progress.set()
+        self._progress = trio.Event()
 
-        Returns that terminal entry (None if the log was closed already)."""
+    async def wait_for_room(self) -> None:
+        """Wait while more than ``max_uncommitted`` events are not committed (the writer is
+        behind): the producer's backpressure."""
+        while self.uncommitted > self.max_uncommitted and not self._ended:
+            await self._progress.wait()
+
+    # --- ending ------------------------------------------------------------------------------
+
+    def close(self, reason: str = "session ended") -> LogEntry | None:
+        """Append the sequenced terminal ``session_exited``; subscribers end once it is
+        committed. Returns that entry (None if the log was closed already, or its head is not
+        known yet)."""
         if self.closed:
             return None
         entry = self.append(SessionExited(reason))
         self.closed = True
-        for subscriber in list(self._subscribers):
-            subscriber._send.close()
-        self._subscribers.clear()
+        if entry is None or entry.seq <= self.committed:
+            self._end_subscribers()
+        else:
+            self._closing_seq = entry.seq
         return entry
+
+    def fail(self) -> None:
+        """The writer could not commit this log (it is lost): no more appends, and every
+        subscription ends without ``session_exited`` (clients resume from the store)."""
+        self.closed = True
+        self._end_subscribers()
 
     def end_subscribers(self) -> None:
         """End every subscription without ``session_exited`` (they may resume later)."""
@@ -171,25 +407,48 @@ class EventLog:
             subscriber._send.close()
         self._subscribers.clear()
 
-    def backlog(self, since: int | None) -> Iterator[LogEntry]:
-        """Entries after ``since`` (all buffered ones when None), with a leading gap entry when
-        ``since`` is older than the ring or newer than the head (the log was restarted)."""
-        if since is None or not self._ring:
-            yield from self._ring
-            return
-        oldest = self._ring[0].seq
-        if since + 1 < oldest or since > self.last_seq:
-            yield GAP
-            yield from self._ring
-            return
-        for entry in self._ring:
-            if entry.seq > since:
-                yield entry
+    def _end_subscribers(self) -> None:
+        self._ended = True
+        self.end_subscribers()
+        self._progress.set()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def backlog(self, since: int | None) -> list[LogEntry]:
+        """The committed ring entries after ``since`` (all when None), with a leading gap when
+        ``since`` is ahead of the log or (with no store to read) older than the ring."""
+        committed = [e for e in self._ring if e.seq <= self.committed]
+        if since is None:
+            return committed
+        if since > self.last_seq:
+            return [GAP]
+        first = self._ring[0].seq if self._ring else self.committed + 1
+        later = [e for e in committed if e.seq > since]
+        if since + 1 < first and self._reader is None:
+            return [GAP, *later]
+        return later
 
     def subscribe(self, since: int | None = None) -> Subscription:
-        """Backlog after ``since`` plus every later event, registered atomically."""
-        subscription = Subscription(self, list(self.backlog(since)), self._subscriber_buffer)
-        if self.closed:
+        """Backlog after ``since`` plus every later committed event, registered atomically.
+
+        ``since`` None: what the ring holds; ahead of the log: a gap, then live events.
+        """
+        if not self.started and self.error is None:
+            raise RuntimeError("subscribe to a log whose head is not known yet")
+        replay = None
+        skip = 0
+        if since is not None and since < self.committed and self._reader is not None:
+            first = self._ring[0].seq if self._ring else self.committed + 1
+            if since + 1 < first:
+                replay = _Replay(
+                    self._reader, self.session_id, since, min(first - 1, self.committed)
+                )
+        if since is not None and self.committed < since <= self.last_seq:
+            skip = since  # seen on a run stream before the commit: not again
+        subscription = Subscription(
+            self, self.backlog(since), self._subscriber_buffer, replay=replay, skip_through=skip
+        )
+        if self._ended:
             subscription._send.close()
         else:
             self._subscribers.add(subscription)

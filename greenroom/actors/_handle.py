@@ -147,3 +147,24 @@ class SessionHandle:
 
     async def recall(self, message: QueuedMessage) -> bool:
         return await self._call(c.Recall(message))  # type: ignore[no-any-return]
+
+    async def pending_decisions(self) -> list[Any]:
+        """The tool calls in doubt (ToolCallRecord) a person must decide before a run."""
+        return await self._call(c.GetPendingDecisions())  # type: ignore[no-any-return]
+
+    async def decide(
+        self, tool_call_id: str, action: str, result: str | None = None, decided_by: str = ""
+    ) -> c.DecisionOutcome:
+        """Decide a tool call in doubt; returns once the decision is stored (for ``rerun``:
+        once the tool ran again, the session held busy meanwhile).
+
+        Raises:
+          ToolCallNotFound: no call in doubt has that id.
+          InvalidRequest: an unknown action, or a result with an action other than done.
+          SessionBusy: a rerun while the session runs something.
+          RerunNotSupported: the session's runtime cannot run tools again.
+        """
+        pending: c.PendingDecision = await self._call(
+            c.Decide(tool_call_id, action, result, decided_by)
+        )
+        return await pending.wait()

@@ -14,14 +14,17 @@ import trio
 from greenroom.agents import Runtime, supports_recall
 from greenroom.domain import ChatMessage, Message, Permissions, SessionExited, utcnow
 from greenroom.errors import (
+    GreenroomError,
     InvalidMessageId,
     InvalidRequest,
     ModelSwitchingNotSupported,
+    NeedsDecision,
     SessionBusy,
     SessionNotRunning,
 )
 
 from . import _commands as c
+from ._decisions import decide
 from ._eventlog import LogEntry
 from ._switch import apply_agent_switch_commands
 from ._turn import Turn, generate_title, run_turn
@@ -46,6 +49,15 @@ def handles(command: type[Any]) -> Callable[[Handler], Handler]:
 def _require_idle(actor: SessionActor) -> None:
     if actor.streaming:
         raise SessionBusy()
+
+
+def _require_decided(actor: SessionActor) -> None:
+    if actor.in_doubt:
+        calls = ", ".join(sorted(actor.in_doubt))
+        raise NeedsDecision(
+            f"tool calls of an interrupted turn are in doubt ({calls}): decide each one at "
+            f"POST /api/sessions/{actor.id}/recovery/decisions before running again"
+        )
 
 
 def _require_runtime(actor: SessionActor) -> Runtime:
@@ -111,6 +123,7 @@ async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> 
     built = await actor.registry.factory.build(source, agent_name, actor.session)
     runtime = built.runtime
     actor.runtime = runtime
+    actor.runtime_source, actor.runtime_agent = source, agent_name
     actor.title_generator = built.title_generator
     session = actor.session
     if built.safety_default and not session.safety_policy and not session.items:
@@ -166,16 +179,19 @@ async def _apply_model(
 @handles(c.RunTurn)
 async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
     _require_idle(actor)  # before any mutation: a refused run changes nothing
+    _require_decided(actor)
     runtime = await _ensure_runtime(actor, cmd.source, cmd.agent_name)
     undo = await _apply_model(actor, runtime, cmd.model) if cmd.model else None
+    turn = Turn(trio.CancelScope(), None, cmd.on_disconnect)
     try:
         messages = await apply_agent_switch_commands(runtime, cmd.messages)
-        texts: list[str] = []
-        for chat in messages:
-            stamped = chat if chat.created_at else attrs.evolve(chat, created_at=utcnow())
-            await actor.append_message(Message(stamped))
-            if chat.role == "user" and chat.content.strip():
-                texts.append(chat.content)
+        stamped = tuple(
+            Message(chat if chat.created_at else attrs.evolve(chat, created_at=utcnow()))
+            for chat in messages
+        )
+        texts = [m.content for m in stamped if m.role == "user" and m.content.strip()]
+        # The durability point before the model is called: messages and turn record at once.
+        await actor.add_turn_messages(stamped, turn, actor.runtime_source or cmd.source)
         if undo is not None:
             await actor.persist()
     except BaseException:
@@ -185,7 +201,7 @@ async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
         raise
 
     send, receive = trio.open_memory_channel[Any](actor.config.stream_buffer)
-    turn = Turn(trio.CancelScope(), send, cmd.on_disconnect)
+    turn.send = send
     actor.start_turn(turn)
     title = actor.session.title
     needs_title = not title and texts and actor.title_generator is not None
@@ -221,9 +237,10 @@ async def _recall(actor: SessionActor, cmd: c.Recall) -> bool:
     if actor.streaming:
         await runtime.steer(cmd.message)
         return True
+    _require_decided(actor)
     chat = ChatMessage("user", cmd.message.content, cmd.message.multi_content, created_at=utcnow())
-    await actor.append_message(Message(chat))
     turn = Turn(trio.CancelScope(), None, "continue")
+    await actor.add_turn_messages((Message(chat),), turn, actor.runtime_source)
     actor.start_turn(turn)
     assert actor.nursery is not None
     actor.nursery.start_soon(run_turn, actor, turn, runtime, "")
@@ -255,6 +272,14 @@ async def _follow_up(actor: SessionActor, cmd: c.FollowUp) -> c.FollowUpResult:
     key = cmd.idempotency_key
     if key and not actor.idempotency.reserve(key):
         return c.FollowUpResult(streaming=False, duplicate=True)
+    if key:  # durable: a retry after a restart is still a duplicate
+        try:
+            fresh = await actor.writer.reserve_key(actor.id, key)
+        except BaseException:
+            actor.idempotency.release(key)
+            raise
+        if not fresh:
+            return c.FollowUpResult(streaming=False, duplicate=True)
     try:
         if actor.injector is not None:
             for message in cmd.messages:
@@ -266,6 +291,11 @@ async def _follow_up(actor: SessionActor, cmd: c.FollowUp) -> c.FollowUpResult:
     except BaseException:
         if key:
             actor.idempotency.release(key)
+            with trio.move_on_after(actor.config.store_write_grace, shield=True):
+                try:
+                    await actor.writer.release_key(actor.id, key)
+                except GreenroomError:
+                    log.exception("session %s: could not release key %r", actor.id, key)
         raise
     return c.FollowUpResult(streaming=actor.streaming, duplicate=False)
 
@@ -425,6 +455,22 @@ async def _set_model(actor: SessionActor, cmd: c.SetModel) -> None:
     await actor.update(None, agent_model_overrides=overrides)
 
 
+# --- recovery ----------------------------------------------------------------------------
+
+
+@handles(c.GetPendingDecisions)
+async def _pending_decisions(actor: SessionActor, _: c.GetPendingDecisions) -> list[Any]:
+    await trio.lowlevel.checkpoint()
+    return sorted(actor.in_doubt.values(), key=lambda call: call.started_seq)
+
+
+@handles(c.Decide)
+async def _decide(actor: SessionActor, cmd: c.Decide) -> c.PendingDecision:
+    if cmd.action == "rerun":
+        _require_idle(actor)
+    return await decide(actor, cmd, _ensure_runtime)
+
+
 # --- embedders ---------------------------------------------------------------------------
 
 
@@ -466,7 +512,7 @@ async def _delete(actor: SessionActor, _: c.Delete) -> None:
         else:
             actor.runtime.on_elicitation_request(None)
     if actor.turn is not None:
-        actor.turn.scope.cancel(reason="session deleted")
+        actor.turn.cancel("session deleted")
     if actor.title_scope is not None:
         actor.title_scope.cancel(reason="session deleted")
     actor.injector = None
@@ -477,5 +523,5 @@ async def _delete(actor: SessionActor, _: c.Delete) -> None:
 async def _stop(actor: SessionActor, _: c.Stop) -> None:
     actor.stopping = True
     if actor.turn is not None:
-        actor.turn.scope.cancel(reason="server shutting down")
+        actor.turn.cancel("server shutting down")
     await actor.persist(shielded=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -27,7 +27,7 @@ from greenroom.domain import (
     next_fork_title,
 )
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
-from greenroom.persistence import Store
+from greenroom.persistence import Persistence, ToolCallRecord
 
 from . import _commands as c
 from ._eventlog import EventLog, LogEntry, Subscription
@@ -45,8 +45,9 @@ class RegistryConfig:
     idle_timeout: float = 300.0  # an idle actor with no stream, guard or subscriber retires
     mailbox_size: int = 64  # commands queued per actor before callers wait
     stream_buffer: int = 64  # run-stream events buffered ahead of a slow client
-    log_capacity: int = 1024  # events kept for replay per session
+    log_capacity: int = 1024  # committed events kept in memory for replay per session
     subscriber_buffer: int = 1024  # events queued per /events subscriber before it is dropped
+    max_uncommitted: int = 4096  # events a turn may run ahead of the writer before it waits
     title_budget: float = 30.0
     shutdown_grace: float = 5.0
     store_write_grace: float = 30.0  # a history write the store has not confirmed by then fails
@@ -60,14 +61,17 @@ class _LogSlot:
 
 
 class Registry:
+    """Live session actors by id, their event logs and the tombstones of deleted sessions."""
+
     def __init__(
         self,
-        store: Store,
+        persistence: Persistence,
         factory: RuntimeFactory,
         config: RegistryConfig,
         nursery: trio.Nursery,
     ) -> None:
-        self.store = store
+        self.persistence = persistence
+        self.store = persistence.store
         self.factory = factory
         self.config = config
         self._nursery = nursery
@@ -75,6 +79,9 @@ class Registry:
         self._spawning: dict[str, trio.Event] = {}
         self._stopped: dict[str, trio.Event] = {}
         self._logs: dict[str, _LogSlot] = {}
+        # Logs of deleted sessions whose session_exited is not committed yet: their
+        # subscribers end once it is.
+        self._draining: dict[str, EventLog] = {}
         self._tombstones: set[str] = set()
         self._fork_lock = trio.Lock()
         self.ready = trio.Event()
@@ -102,16 +109,27 @@ class Registry:
             self._spawning[session_id] = done
             try:
                 session = initial or await self.store.get_session(session_id)
+                in_doubt = await self._open_log(session_id)
                 if session_id in self._tombstones:
                     raise SessionNotFound(session_id)
                 started: SessionActor = await self._nursery.start(
-                    self._supervise, SessionActor(self, session)
+                    self._supervise, SessionActor(self, session, in_doubt)
                 )
                 self._actors[session_id] = started
                 return started
             finally:
                 del self._spawning[session_id]
                 done.set()
+
+    async def _open_log(self, session_id: str) -> list[ToolCallRecord]:
+        """The session's log, its head claimed; the tool calls a person must decide first."""
+        log_ = self.ensure_log(session_id)
+        if log_ is None:
+            raise SessionNotFound(session_id)
+        await log_.wait_ready()
+        if log_.lease is None or log_.lease.state != "needs_decision":
+            return []
+        return await self.persistence.events.tool_calls(session_id, ("in_doubt",))
 
     async def _supervise(
         self, actor: SessionActor, *, task_status: trio.TaskStatus[SessionActor]
@@ -143,6 +161,8 @@ class Registry:
         slot = self._logs.get(actor.id)
         if slot is not None and not self.log_pinned(actor.id):
             del self._logs[actor.id]
+            if slot.log.lease is not None:
+                self.persistence.ownership.release_lease(slot.log.lease)
 
     async def _call_actor(self, actor: SessionActor, request: Any) -> Any:
         send, receive = trio.open_memory_channel[outcome.Outcome[Any]](1)
@@ -277,20 +297,76 @@ class Registry:
     # --- event logs ----------------------------------------------------------------------
 
     def ensure_log(self, session_id: str) -> EventLog | None:
-        """The session's log, created lazily; None once the session is deleted. A log closed
-        because an embedder's event source ended is replaced by a fresh one."""
+        """The session's log, created lazily; None once the session is deleted.
+
+        A new log claims the session's head from the store in the background (events appended
+        meanwhile wait for their seqs). A log closed because an embedder's event source ended
+        is replaced by a fresh one that goes on with the same numbering.
+        """
         slot = self._logs.get(session_id)
         if slot is not None and not slot.log.closed:
             return slot.log
         if session_id in self._tombstones:
             return None
+        if slot is not None and slot.log.started:
+            log_ = slot.log.successor()
+            self._logs[session_id] = _LogSlot(log_)
+            return log_
         log_ = EventLog(
             session_id,
             capacity=self.config.log_capacity,
             subscriber_buffer=self.config.subscriber_buffer,
+            max_uncommitted=self.config.max_uncommitted,
+            writer=self.persistence.writer,
+            reader=self.persistence.events,
         )
         self._logs[session_id] = _LogSlot(log_)
+        self._nursery.start_soon(self._claim, log_)
         return log_
+
+    async def _claim(self, log_: EventLog) -> None:
+        session_id = log_.session_id
+        try:
+            lease = await self.persistence.ownership.claim(session_id)
+        except Exception as exc:
+            if not isinstance(exc, GreenroomError):
+                log.exception("claiming the log of session %s failed", session_id)
+                exc = StoreError(f"claiming the log of session {session_id} failed")
+            log_.abort(exc)
+            slot = self._logs.get(session_id)
+            if slot is not None and slot.log is log_:
+                del self._logs[session_id]
+            return
+        log_.start(lease)
+
+    def _on_commit(self, heads: Mapping[str, int], failed: Mapping[str, str]) -> None:
+        """The writer's report (trio thread, after each commit): deliver what is committed;
+        a log that could not be written is lost, and so is its actor (the next request claims
+        the session afresh from what the store has)."""
+        for session_id, seq in heads.items():
+            slot = self._logs.get(session_id)
+            if slot is not None:
+                slot.log.on_committed(seq)
+            draining = self._draining.get(session_id)
+            if draining is not None:
+                draining.on_committed(seq)
+                if not draining.uncommitted:
+                    del self._draining[session_id]
+        for session_id, reason in failed.items():
+            draining = self._draining.pop(session_id, None)
+            if draining is not None:
+                draining.fail()
+            slot = self._logs.get(session_id)
+            if slot is None or slot.log.closed:
+                continue
+            log.error("the event log of session %s was lost: %s", session_id, reason)
+            del self._logs[session_id]
+            if slot.pump is not None:
+                slot.pump.cancel(reason="event log lost")
+            slot.log.fail()
+            actor = self._actors.pop(session_id, None)
+            if actor is not None:
+                actor.lose()
 
     def has_event_log(self, session_id: str) -> bool:
         return session_id in self._logs
@@ -321,11 +397,22 @@ class Registry:
             return None
         if slot.pump is not None:
             slot.pump.cancel(reason="session deleted")
-        return slot.log.close()
+        self._draining[session_id] = slot.log  # before: the commit may be reported at once
+        exited = slot.log.close()
+        if not slot.log.uncommitted:
+            self._draining.pop(session_id, None)
+        return exited
 
     def log_pinned(self, session_id: str) -> bool:
+        """Whether the log must outlive an idle actor: it has subscribers or a pump, or events
+        not committed yet (a new log would claim a head behind them)."""
         slot = self._logs.get(session_id)
-        return slot is not None and (slot.log.subscriber_count > 0 or slot.pump is not None)
+        return slot is not None and (
+            slot.log.subscriber_count > 0
+            or slot.pump is not None
+            or slot.log.uncommitted > 0
+            or not slot.log.ready.is_set()
+        )
 
     def register_event_source(self, session_id: str, source: EventSource) -> None:
         """Pump an embedder's events into the session's log (adopting a lazy log) until the
@@ -363,6 +450,7 @@ class Registry:
         log_ = self.ensure_log(session_id)
         if log_ is None:
             raise SessionNotFound(session_id, "no event source for session")
+        await log_.wait_ready()
         return log_.subscribe(since)
 
     def cancel_turns(self) -> None:
@@ -370,7 +458,7 @@ class Registry:
         sessions persist."""
         for actor in self._actors.values():
             if actor.turn is not None:
-                actor.turn.scope.cancel(reason="server shutting down")
+                actor.turn.cancel("server shutting down")
 
     def end_subscriptions(self) -> None:
         """End every live subscription without ``session_exited`` (server shutdown: clients
@@ -399,12 +487,13 @@ class _Retired(Exception):
 
 @asynccontextmanager
 async def open_registry(
-    store: Store, factory: RuntimeFactory, config: RegistryConfig | None = None
+    persistence: Persistence, factory: RuntimeFactory, config: RegistryConfig | None = None
 ) -> AsyncIterator[Registry]:
     """Run session actors for the duration of the block; on exit each persists and stops."""
     config = config or RegistryConfig()
     async with trio.open_nursery() as nursery:
-        registry = Registry(store, factory, config, nursery)
+        registry = Registry(persistence, factory, config, nursery)
+        persistence.writer.listen(registry._on_commit)
         try:
             yield registry
         finally:
@@ -412,3 +501,4 @@ async def open_registry(
             with trio.move_on_after(2 * config.shutdown_grace, shield=True):
                 await registry._stop_all()
             nursery.cancel_scope.cancel(reason="registry closed")
+            persistence.writer.listen(None)

@@ -28,13 +28,23 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    utcnow,
     visible_messages,
 )
 from greenroom.errors import GreenroomError, SessionNotFound, StoreError
+from greenroom.persistence import (
+    Lease,
+    ToolCallIntent,
+    ToolCallRecord,
+    TurnEnd,
+    TurnMark,
+    TurnStart,
+    TurnState,
+)
 
 from . import _handlers
 from ._commands import GuardTicket, discard_reply
-from ._eventlog import LogEntry
+from ._eventlog import EventLog, LogEntry
 from ._idempotency import IdempotencyCache
 from ._turn import Turn
 
@@ -63,13 +73,22 @@ class Call:
 
 
 class SessionActor:
-    def __init__(self, registry: Registry, session: Session) -> None:
+    """One live session: see the module docstring."""
+
+    def __init__(
+        self, registry: Registry, session: Session, in_doubt: list[ToolCallRecord] | None = None
+    ) -> None:
         self.id = session.id
         self.session = session
         self.registry = registry
         self.store = registry.store
+        self.writer = registry.persistence.writer
         self.config = registry.config
         self.runtime: Runtime | None = None
+        self.runtime_source = ""  # the agent source and agent the runtime was built from
+        self.runtime_agent = ""
+        # Tool calls of an interrupted turn that a person must decide before the next run.
+        self.in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
         self.attached_done: trio.Event | None = None  # set on delete: the attach context ended
         self.title_generator: TitleGenerator | None = None
         self.state = StreamState.IDLE
@@ -131,7 +150,10 @@ class SessionActor:
     async def _serve(self) -> None:
         while not (self.deleted or self.stopping):
             with trio.move_on_at(self._last_active + self.config.idle_timeout) as idle:
-                call = await self._inbox.receive()
+                try:
+                    call = await self._inbox.receive()
+                except trio.EndOfChannel:  # lost: the registry closed the mailbox
+                    return
             if idle.cancelled_caught:
                 if self._try_retire():
                     return
@@ -211,7 +233,21 @@ class SessionActor:
             self.session = attrs.evolve(self.session, **kept)
             raise
 
-    async def append_message(self, message: Message) -> Message:
+    @property
+    def log(self) -> EventLog | None:
+        return self.registry.ensure_log(self.id)
+
+    @property
+    def lease(self) -> Lease:
+        log_ = self.log
+        if log_ is None or log_.lease is None:
+            raise SessionNotFound(self.id)
+        return log_.lease
+
+    async def append_message(self, message: Message, turn_id: str = "") -> Message:
+        """Store ``message`` and add it to the live history. Within a turn (``turn_id``) the
+        turn's record learns that its streamed text so far is stored, and a tool result
+        finishes its call's record, in the same transaction."""
         if self.deleted:
             raise SessionNotFound(self.id)
         # Shielded: the store keeps a write whose caller was cancelled (as SQLite does), so the
@@ -219,7 +255,12 @@ class SessionActor:
         # answer in time fails the write instead of holding the turn forever.
         message_id = None
         with trio.move_on_after(self.config.store_write_grace, shield=True):
-            message_id = await self.store.add_message(self.id, message)
+            if turn_id:
+                log_ = self.log
+                mark = TurnMark(turn_id, log_.last_seq if log_ is not None else 0)
+                message_id = await self.writer.add_turn_message(self.id, message, mark)
+            else:
+                message_id = await self.store.add_message(self.id, message)
         if message_id is None:
             raise StoreError(f"the store did not confirm a message of session {self.id} in time")
         stored = attrs.evolve(message, id=message_id)
@@ -241,7 +282,61 @@ class SessionActor:
             raise StoreError(f"the store did not confirm an error of session {self.id} in time")
         self.session = self.session.with_item(error)
 
+    async def add_turn_messages(
+        self, messages: tuple[Message, ...], turn: Turn, source: str
+    ) -> tuple[Message, ...]:
+        """Store a turn's user messages together with its ``running`` record (one commit, the
+        durability point before the model is called), and add them to the live history."""
+        if self.deleted:
+            raise SessionNotFound(self.id)
+        log_ = self.log
+        start = TurnStart(
+            turn.turn_id,
+            self.id,
+            (log_.last_seq if log_ is not None else 0) + 1,
+            utcnow(),
+            source,
+            self.agent_name(),
+        )
+        ids = None
+        with trio.move_on_after(self.config.store_write_grace, shield=True):  # as above
+            ids = await self.writer.begin_turn(self.lease, start, messages)
+        if ids is None:
+            raise StoreError(f"the store did not confirm a turn of session {self.id} in time")
+        stored = tuple(attrs.evolve(m, id=i) for m, i in zip(messages, ids, strict=True))
+        for message in stored:
+            self.session = self.session.with_item(message)
+        return stored
+
+    async def end_turn_record(self, turn: Turn, state: TurnState, reason: str = "") -> None:
+        """Record how the turn ended (shielded and bounded: a cancelled turn records it too)."""
+        if self.deleted:
+            return
+        log_ = self.log
+        end = TurnEnd(turn.turn_id, self.id, state, log_.last_seq if log_ else 0, reason)
+        with trio.move_on_after(self.config.shutdown_grace, shield=True):
+            try:
+                await self.writer.end_turn(self.lease, end)
+            except GreenroomError:
+                log.exception("recording the end of a turn of session %s failed", self.id)
+
+    async def begin_tool_call(self, intent: ToolCallIntent) -> None:
+        """The durability point before a tool runs: its intent is committed."""
+        if self.deleted:
+            raise SessionNotFound(self.id)
+        await self.writer.begin_tool_call(self.lease, intent)
+
     # --- synchronous reports (atomic in trio) ----------------------------------------------
+
+    def lose(self) -> None:
+        """The session's log could not be written: stop serving it at once (the registry has
+        forgotten this actor; the next request claims the session afresh)."""
+        self.stopping = True
+        if self.turn is not None:
+            self.turn.cancel("event log lost")
+        if self.title_scope is not None:
+            self.title_scope.cancel(reason="event log lost")
+        self.mailbox.close()
 
     def log_event(self, event: Event) -> LogEntry | None:
         return self.registry.append_event(self.id, event)
@@ -274,6 +369,18 @@ class SessionActor:
             self._grant_guard()
         if turn.send is not None:
             turn.send.close()
+
+    def replace_placeholder(self, message_id: int, message: Message) -> None:
+        """A decided tool call's result takes the place of its placeholder in the live history
+        (or, if the placeholder was edited away, comes last, as the store does)."""
+        stored = attrs.evolve(message, id=message_id)
+        items = tuple(
+            stored if isinstance(item, Message) and item.id == message_id else item
+            for item in self.session.items
+        )
+        if stored not in items:
+            items = (*items, message)
+        self.session = attrs.evolve(self.session, items=items)
 
     def title_done(self) -> None:
         self.title_scope = None

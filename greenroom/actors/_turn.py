@@ -2,13 +2,15 @@
 
 Both report back through synchronous actor methods (atomic in trio); only ``emit`` and the store
 writes await, and every such await is cancellable so a turn whose client left, or whose session
-was deleted, ends promptly.
+was deleted, ends promptly. A turn has a durable record: ``running`` with its user messages
+before the runtime starts, the intent of each tool call before the tool runs, and how it ended.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
 import attrs
@@ -28,8 +30,11 @@ from greenroom.domain import (
     SessionTitle,
     StreamStopped,
     TokenUsage,
+    ToolCall,
+    utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
+from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import DisconnectPolicy
 from ._eventlog import LogEntry
@@ -72,11 +77,20 @@ class Turn:
             self.failed = True
             self.settled.set()
 
+    turn_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    errored: bool = False  # it reported an error (the turn record says failed)
+    cancel_reason: str = ""
+
+    def cancel(self, reason: str) -> None:
+        if not self.cancel_reason:
+            self.cancel_reason = reason
+        self.scope.cancel(reason=reason)
+
     def consumer_left(self) -> None:
         """The client stopped reading: cancel the turn unless it should outlive its stream."""
         self.stream_open = False
         if self.on_disconnect == "cancel":
-            self.scope.cancel()
+            self.cancel("client left")
 
     def offer(self, entry: LogEntry) -> None:
         """Best-effort, non-blocking delivery (used by tasks that must not hold the stream)."""
@@ -108,16 +122,36 @@ class ActorTurnIO:
         skip_log = self._mirrors and isinstance(event, ElicitationRequest)
         entry = None if skip_log else self._actor.log_event(event)
         turn = self._turn
+        if isinstance(event, ErrorEvent):
+            turn.errored = True
+        log_ = self._actor.log
+        if log_ is not None and log_.uncommitted > log_.max_uncommitted:
+            await log_.wait_for_room()  # the writer is behind: wait for it
         if turn.send is None or not turn.stream_open:
             await trio.lowlevel.checkpoint()
             return
         try:
+            # Before the commit, with the seq it will have: the run stream is not resumable.
             await turn.send.send(entry or LogEntry.of(0, event))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             turn.consumer_left()
 
     async def add_message(self, message: Message) -> Message:
-        return await self._actor.append_message(message)
+        return await self._actor.append_message(message, self._turn.turn_id)
+
+    async def begin_tool_call(self, call: ToolCall, agent_name: str = "") -> None:
+        log_ = self._actor.log
+        intent = ToolCallIntent(
+            self._actor.id,
+            call.id,
+            self._turn.turn_id,
+            call.function.name,
+            call.function.arguments,
+            log_.last_seq if log_ is not None else 0,
+            utcnow(),
+            agent_name,
+        )
+        await self._actor.begin_tool_call(intent)
 
     async def add_error(self, error: ErrorItem) -> None:
         await self._actor.append_error(error)
@@ -143,7 +177,12 @@ async def run_turn(actor: SessionActor, turn: Turn, runtime: Runtime, announce_t
             except Exception:
                 log.exception("runtime of session %s failed", actor.id)
                 await io.emit(ErrorEvent("the agent runtime failed", "internal_error", actor.id))
+        state: TurnState = "failed" if turn.errored else "done"
+        reason = ""
+        if turn.scope.cancelled_caught:
+            state, reason = "cancelled", turn.cancel_reason
         await actor.persist(shielded=True)
+        await actor.end_turn_record(turn, state, reason)
     finally:
         turn.settled.set()
         actor.end_turn(turn)

@@ -39,10 +39,12 @@ from ._runtime import (
     Runtime as Runtime,
     RuntimeFactory as RuntimeFactory,
     SupportsRecall as SupportsRecall,
+    SupportsToolRerun as SupportsToolRerun,
     TitleGenerator as TitleGenerator,
     TurnIO as TurnIO,
     mirrors_elicitation as mirrors_elicitation,
     supports_recall as supports_recall,
+    supports_tool_rerun as supports_tool_rerun,
 )
 from ._sources import (
     DEFAULT_SOURCE_KEY as DEFAULT_SOURCE_KEY,

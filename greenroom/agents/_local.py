@@ -335,6 +335,12 @@ class LocalRuntime:
             io, agent.name, self._tools_of(agent), calls, turn.open_calls.remove
         )
 
+    async def rerun_tool(self, call: ToolCall, agent_name: str) -> ToolResult:
+        """Run ``call`` again after a crash left it in doubt and a person chose ``rerun`` (that
+        decision stands for the approval). The caller has recorded the intent."""
+        agent = self._config.agents.get(agent_name, self._agent)
+        return await self._tool_calls.rerun(self._tools_of(agent), call)
+
     # --- failure and interruption ------------------------------------------------------------
 
     async def _fail(self, io: TurnIO, turn: _Turn, message: str, code: str) -> None:

@@ -8,11 +8,14 @@ only writer of session state and of the store.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session
+from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session, ToolCall
+
+if TYPE_CHECKING:  # the tools package needs _config, which needs this module
+    from .tools import ToolResult
 
 ElicitationSink = Callable[[Event], None]
 """Receives elicitation requests raised outside any run stream (sync: never blocks the runtime)."""
@@ -96,6 +99,15 @@ class TurnIO(Protocol):
     async def add_error(self, error: ErrorItem) -> None:
         """Record a run failure in the history."""
 
+    async def begin_tool_call(self, call: ToolCall, agent_name: str) -> None:
+        """Durability point: record that ``call`` is about to run; returns once committed.
+
+        Call it right before the tool starts, never earlier (a call that never ran must not
+        look as if it might have) and never later (after a crash, a call that started without
+        a stored result is *in doubt* and a person decides whether it runs again). Its result
+        is stored with ``add_message`` (a ``tool`` message with the call's id).
+        """
+
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         """Add a model call's token usage to the session's totals."""
 
@@ -159,6 +171,18 @@ def mirrors_elicitation(runtime: object) -> bool:
 
 def supports_recall(runtime: object) -> bool:
     return callable(getattr(runtime, "set_recall_handler", None))
+
+
+class SupportsToolRerun(Protocol):
+    """Optional capability: run a tool call again after a crash, when a person decided so."""
+
+    async def rerun_tool(self, call: ToolCall, agent_name: str) -> ToolResult:
+        """Run ``call`` with the tools of ``agent_name``; an unavailable or failing tool gives
+        an error result."""
+
+
+def supports_tool_rerun(runtime: object) -> bool:
+    return callable(getattr(runtime, "rerun_tool", None))
 
 
 class TitleGenerator(Protocol):

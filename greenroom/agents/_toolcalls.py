@@ -185,11 +185,16 @@ class ToolCalls:
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
-        try:
-            return await tool.call(item.arguments or {})
-        except Exception as exc:
-            log.warning("session %s: tool %s failed", io.session.id, name, exc_info=True)
-            return ToolResult(f"Error calling tool: {exc}", is_error=True)
+        # The durability point: the intent is committed before the tool starts.
+        await io.begin_tool_call(call, agent_name)
+        return await _invoke(tool, item, io.session.id)
+
+    async def rerun(self, tools: AgentTools, call: ToolCall) -> ToolResult:
+        """Run ``call`` once more (a person's decision after a crash: no approval asked)."""
+        item = prepare(call, tools)
+        if item.failure is not None or item.tool is None:
+            return item.failure or ToolResult("", is_error=True)
+        return await _invoke(item.tool, item, "")
 
     async def _ask(self, io: TurnIO, agent_name: str, item: Prepared) -> ResumeRequest:
         call = item.call
@@ -255,3 +260,12 @@ class ToolCalls:
         await io.emit(
             ToolCallResponse(call.id, result.output, item.definition, agent_name, session_id)
         )
+
+
+async def _invoke(tool: Tool, item: Prepared, session_id: str) -> ToolResult:
+    try:
+        return await tool.call(item.arguments or {})
+    except Exception as exc:
+        name = item.call.function.name
+        log.warning("session %s: tool %s failed", session_id, name, exc_info=True)
+        return ToolResult(f"Error calling tool: {exc}", is_error=True)

@@ -50,6 +50,7 @@ from ._json import (
     WIRE_RENAMES as WIRE_RENAMES,
     converter as converter,
     encode_event as encode_event,
+    encode_json as encode_json,
     event_from_json as event_from_json,
     event_to_json as event_to_json,
     format_datetime as format_datetime,

@@ -57,6 +57,7 @@ __all__ = [
     "WIRE_RENAMES",
     "converter",
     "encode_event",
+    "encode_json",
     "event_from_json",
     "event_to_json",
     "format_datetime",
@@ -447,17 +448,19 @@ _EVENT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _ASCII_EVENT_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
-def encode_event(event: Event) -> bytes:
-    """The event's JSON as UTF-8: encoded once, then stored and served as these bytes.
-
-    A string holding a lone surrogate (which UTF-8 cannot carry) is escaped as ``\\udXXX``
-    instead of failing the event.
-    """
-    data = event_to_json(event)
+def encode_json(data: Any) -> bytes:
+    """JSON as UTF-8, compact: what an event's body is, encoded once, then stored and served as
+    these bytes. A string holding a lone surrogate (which UTF-8 cannot carry) is escaped as
+    ``\\udXXX`` instead of failing."""
     try:
         return _EVENT_ENCODER.encode(data).encode()
     except UnicodeEncodeError:
         return _ASCII_EVENT_ENCODER.encode(data).encode()
+
+
+def encode_event(event: Event) -> bytes:
+    """The event's JSON (:func:`encode_json`), without the log's timestamp."""
+    return encode_json(event_to_json(event))
 
 
 # --- the edge ---------------------------------------------------------------------------

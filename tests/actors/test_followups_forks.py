@@ -29,7 +29,7 @@ from greenroom.domain import (
     visible_messages,
 )
 from greenroom.errors import ForkOutOfRange, QueueFull, SessionNotFound, SessionNotRunning
-from greenroom.persistence import MemoryStore, Store, open_sqlite_store
+from greenroom.persistence import MemoryStore, SqliteStore, open_sqlite_store
 from tests.fakes import FakeFactory, FakeRuntime, RecallingRuntime, drain, user
 
 
@@ -351,7 +351,7 @@ async def test_fork_cuts_at_user_message_ordinal(
 # --- permissions -----------------------------------------------------------------------------
 
 
-async def check_permissions_use_active_session(store: Store) -> None:
+async def check_permissions_use_active_session(store: MemoryStore | SqliteStore) -> None:
     stored = Session.new(title="stored", permissions=Permissions(allow=("old",)))
     await store.add_session(stored)
     await store.update_session(stored)

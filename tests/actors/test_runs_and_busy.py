@@ -26,6 +26,7 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    ToolCall,
 )
 from greenroom.errors import (
     InvalidMessageId,
@@ -35,7 +36,7 @@ from greenroom.errors import (
     NotFound,
     SessionBusy,
 )
-from greenroom.persistence import MemoryStore
+from greenroom.persistence import Lease, MemoryStore, TurnStart
 from tests.fakes import FakeFactory, FakeRuntime, GatedTitles, drain, user
 
 # --- helpers -----------------------------------------------------------------------------
@@ -66,6 +67,12 @@ class BlockingStore(MemoryStore):
     async def update_message(self, session_id: str, message_id: int, message: Message) -> None:
         await self._gate()
         await super().update_message(session_id, message_id, message)
+
+    async def begin_turn(
+        self, lease: Lease, turn: TurnStart, messages: tuple[Message, ...]
+    ) -> tuple[int, ...]:
+        await self._gate()  # a run stores its user messages here
+        return await super().begin_turn(lease, turn, messages)
 
 
 @attrs.define
@@ -103,6 +110,9 @@ class EmbedderIO:
         return message
 
     async def add_error(self, error: ErrorItem) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def begin_tool_call(self, call: ToolCall, agent_name: str) -> None:
         await trio.lowlevel.checkpoint()
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:

@@ -46,7 +46,7 @@ from greenroom.errors import (
     SessionNotFound,
     SessionNotRunning,
 )
-from greenroom.persistence import MemoryStore
+from greenroom.persistence import Lease, MemoryStore, TurnEnd, TurnMark, TurnStart
 from tests.fakes import FakeFactory, FakeRuntime, user
 
 SEEDS = [11, 23, 37, 41, 59, 67, 73, 89]
@@ -157,6 +157,33 @@ class LaggyStore(MemoryStore):
     async def update_permissions(self, session_id: str, permissions: Permissions | None) -> None:
         await super().update_permissions(session_id, permissions)
         await self._lag()
+
+    # The durable log's writes and the claim lag the same way.
+
+    async def claim(self, session_id: str) -> Lease:
+        await self._lag()
+        return await super().claim(session_id)
+
+    async def begin_turn(
+        self, lease: Lease, turn: TurnStart, messages: tuple[Message, ...]
+    ) -> tuple[int, ...]:
+        ids = await super().begin_turn(lease, turn, messages)
+        await self._lag()
+        return ids
+
+    async def add_turn_message(self, session_id: str, message: Message, mark: TurnMark) -> int:
+        message_id = await super().add_turn_message(session_id, message, mark)
+        await self._lag()
+        return message_id
+
+    async def end_turn(self, lease: Lease, end: TurnEnd) -> None:
+        await super().end_turn(lease, end)
+        await self._lag()
+
+    async def reserve_key(self, session_id: str, key: str) -> bool:
+        fresh = await super().reserve_key(session_id, key)
+        await self._lag()
+        return fresh
 
 
 class StressFactory:

@@ -113,6 +113,7 @@ class FakeIO:
         self.events: list[Event] = []
         self.errors: list[ErrorItem] = []
         self.approvals: list[Approval] = []
+        self.intents: list[tuple[str, int]] = []  # (tool call id, events emitted before it)
         self._next_id = 1
 
     @property
@@ -134,6 +135,10 @@ class FakeIO:
         await trio.lowlevel.checkpoint()
         self.errors.append(error)
         self._session = self._session.with_item(error)
+
+    async def begin_tool_call(self, call: ToolCall, agent_name: str) -> None:
+        await trio.lowlevel.checkpoint()
+        self.intents.append((call.id, len(self.events)))
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         s = self._session

@@ -254,10 +254,11 @@ async def test_start_up_says_where_things_are(tmp_path: Path) -> None:
     async with serve(tmp_path, "--db", str(db)) as server:
         with trio.fail_after(STARTUP):
             for _ in range(STARTUP * 20):
-                if b"stop:" in server.stdout:
+                if b"recovery:" in server.stdout:
                     break
                 await trio.sleep(0.05)  # real clock: the summary follows the listening line
     lines = server.stdout.decode().splitlines()
     assert lines[1:3] == [f"  database: {db}", "  agents:   default (the bundled agent)"]
     assert lines[3].startswith("  model:    ") and "echo" in lines[3]
     assert lines[4].startswith("  stop:     Ctrl-C")
+    assert lines[5] == "  recovery: 0 turns interrupted, 0 tool calls in doubt"

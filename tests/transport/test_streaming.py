@@ -19,6 +19,7 @@ from trio_websocket import open_websocket_url
 
 from greenroom.actors import RegistryConfig
 from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
+from greenroom.persistence import RetentionPolicy
 from greenroom.transport import AppConfig
 from tests.fakes import FakeRuntime
 from tests.transport.support import (
@@ -275,19 +276,33 @@ async def _second_run(client: httpx.AsyncClient, sid: str) -> None:
 
 
 @pytest.mark.parametrize("registry_config", [RegistryConfig(log_capacity=3)])
-async def test_gap_when_the_resume_point_was_evicted(live: Live) -> None:
+async def test_a_resume_point_older_than_the_ring_is_replayed_from_the_store(live: Live) -> None:
     async with http(live) as client:
         sid = await new_session(client)
-        await _ran_once(client, sid)  # seqs 1-4; the log keeps 2-4
+        await _ran_once(client, sid)  # seqs 1-4; the ring keeps 2-4, the store all
         async with client.stream("GET", f"/api/sessions/{sid}/events?since=0") as r:
             frames = await read_until(sse_frames(r), "stream_stopped")
-        assert frames[0].data == {"type": "gap"}
-        assert frames[0].id is None  # control event: no id
-        assert [f.id for f in frames[1:]] == [2, 3, 4]
-        # A resume point still in the log: no gap.
+        assert [f.id for f in frames] == [1, 2, 3, 4]  # no gap: nothing was lost
         async with client.stream("GET", f"/api/sessions/{sid}/events?since=1") as r:
             frames = await read_until(sse_frames(r), "stream_stopped")
         assert [f.id for f in frames] == [2, 3, 4]
+
+
+@pytest.mark.parametrize("registry_config", [RegistryConfig(log_capacity=1)])
+async def test_gap_only_where_retention_removed_token_deltas(live: Live) -> None:
+    async with http(live) as client:
+        sid = await new_session(client)
+        await _ran_once(client, sid)  # 1 stream_started, 2-3 agent_choice, 4 stream_stopped
+        removed = await live.env.store.apply_retention(RetentionPolicy(None, 1), 0.0)
+        assert removed == 1  # the older delta (seq 2)
+        async with client.stream("GET", f"/api/sessions/{sid}/events?since=0") as r:
+            frames = await read_until(sse_frames(r), "stream_stopped")
+        assert [(f.id, f.type) for f in frames] == [
+            (1, "stream_started"),
+            (None, "gap"),  # control event: no id
+            (3, "agent_choice"),
+            (4, "stream_stopped"),
+        ]
 
 
 @pytest.mark.parametrize("app_config", [AppConfig(heartbeat=0.2)])

@@ -1,4 +1,4 @@
--- greenroom schema 2: durable event logs, turn and tool-call records, idempotency keys.
+-- greenroom schema 4: durable event logs, turn and tool-call records, idempotency keys.
 
 -- boot_epoch: +1 each time a process opens the file; every claim of that process gets it.
 CREATE TABLE meta (
