@@ -16,7 +16,9 @@ import trio
 import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, Subscription
+from greenroom.actors._eventlog import DEFAULT_CAPACITY, REPLAY_PAGE
 from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
+from greenroom.persistence import EventRow, Lease, StoredEvent
 from tests.fakes import collect, event_json
 
 
@@ -313,3 +315,228 @@ async def test_ready_takes_what_is_waiting_without_blocking(
         log.append(AgentChoice("again"))
         assert [e.seq for e in subscription.ready(1)] == [5]
         assert [e.seq for e in subscription.ready(1)] == [6]
+
+
+# --- a durable log: commit before deliver, replay from the store -----------------------------
+
+
+class ManualWriter:
+    """Collects the rows a log hands over; the test commits them when it likes."""
+
+    def __init__(self) -> None:
+        self.rows: list[EventRow] = []
+
+    def append_event(self, row: EventRow) -> None:
+        self.rows.append(row)
+
+
+class RowReader:
+    """Reads back what was "committed" (the rows the test lets through), minus ``removed``."""
+
+    def __init__(self, writer: ManualWriter) -> None:
+        self.writer = writer
+        self.committed = 0
+        self.removed: set[int] = set()
+        self.reads: list[tuple[int, int]] = []
+
+    async def read_events(self, session_id: str, after: int, limit: int) -> list[StoredEvent]:
+        await trio.lowlevel.checkpoint()
+        self.reads.append((after, limit))
+        rows = [r for r in self.writer.rows if after < r.seq <= self.committed]
+        rows = [r for r in rows if r.seq not in self.removed]
+        return [StoredEvent(r.seq, r.type, r.body) for r in rows[:limit]]
+
+
+def durable(
+    capacity: int = DEFAULT_CAPACITY, head: int = 0
+) -> tuple[EventLog, ManualWriter, RowReader]:
+    writer = ManualWriter()
+    reader = RowReader(writer)
+    log = EventLog("s", capacity=capacity, writer=writer, reader=reader)  # type: ignore[arg-type]
+    log.start(Lease("s", 1, head))
+    return log, writer, reader
+
+
+def commit(log: EventLog, reader: RowReader, seq: int) -> None:
+    reader.committed = seq
+    log.on_committed(seq)
+
+
+async def test_subscribers_see_an_event_only_once_it_is_committed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, writer, reader = durable()
+    with log.subscribe(since=0) as sub:
+        first = log.append(ev(1))
+        log.append(ev(2))
+        assert first is not None and first.seq == 1  # numbered at once (the run stream's copy)
+        assert [r.seq for r in writer.rows] == [1, 2]
+        assert writer.rows[0].body is first.data  # the one encoding is what gets stored
+        assert await collect(sub) == ([], False)
+        commit(log, reader, 1)
+        entries, _ = await collect(sub)
+        assert seqs(entries) == [1]
+        commit(log, reader, 2)
+        entries, _ = await collect(sub)
+        assert seqs(entries) == [2]
+    assert log.uncommitted == 0
+
+
+async def test_a_late_subscriber_gets_the_committed_backlog_then_the_rest_on_commit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable()
+    for i in range(1, 5):
+        log.append(ev(i))
+    commit(log, reader, 2)
+    with log.subscribe(since=0) as sub:
+        entries, _ = await collect(sub)
+        assert seqs(entries) == [1, 2]
+        commit(log, reader, 4)
+        entries, _ = await collect(sub)
+        assert seqs(entries) == [3, 4]
+
+
+async def test_a_resume_point_seen_before_the_commit_is_not_sent_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable()
+    for i in range(1, 4):
+        log.append(ev(i))
+    commit(log, reader, 1)
+    with log.subscribe(since=2) as sub:  # the run stream showed 1 and 2 already
+        commit(log, reader, 3)
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [3]
+
+
+async def test_replay_older_than_the_ring_comes_from_the_store_then_live(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable(capacity=3)
+    for i in range(1, 11):
+        log.append(ev(i))
+    commit(log, reader, 10)  # the ring keeps 8..10
+    with log.subscribe(since=2) as sub:
+        log.append(ev(11))
+        commit(log, reader, 11)
+        entries, _ = await collect(sub)
+    assert seqs(entries) == list(range(3, 12))  # no duplicate, no hole, no gap
+    assert reader.reads[0] == (2, 5)  # only 3..7 came from the store
+    assert [e.json()["content"] for e in entries[:5]] == [f"chunk {i}" for i in range(3, 8)]
+
+
+async def test_replay_pages_through_a_long_store_range(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable(capacity=2)
+    total = REPLAY_PAGE * 2 + 7
+    for i in range(1, total + 1):
+        log.append(ev(i))
+    commit(log, reader, total)
+    with log.subscribe(since=0) as sub:
+        entries, _ = await collect(sub, limit=total + 1)
+    assert seqs(entries) == list(range(1, total + 1))
+    assert len(reader.reads) == 3
+
+
+async def test_gap_marks_where_retention_removed_events(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable(capacity=2)
+    for i in range(1, 9):
+        log.append(ev(i))
+    commit(log, reader, 8)  # the ring keeps 7..8
+    reader.removed = {3, 4}
+    with log.subscribe(since=1) as sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [2, 0, 5, 6, 7, 8]  # one gap, where the hole is
+    assert isinstance(entries[1].event, Gap)
+    reader.removed = {1, 2, 3, 4, 5, 6}
+    with log.subscribe(since=0) as sub:
+        entries, _ = await collect(sub)
+    assert seqs(entries) == [0, 7, 8]
+
+
+async def test_close_ends_subscribers_once_session_exited_is_committed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable()
+    log.append(ev(1))
+    with log.subscribe(since=0) as sub:
+        exited = log.close("deleted")
+        assert exited is not None and exited.seq == 2
+        assert await collect(sub) == ([], False)  # nothing committed yet: still open
+        commit(log, reader, 2)
+        entries, ended = await collect(sub)
+    assert (seqs(entries), ended) == ([1, 2], True)
+    assert isinstance(entries[-1].event, SessionExited)
+
+
+async def test_a_failed_log_ends_subscribers_without_session_exited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable()
+    log.append(ev(1))
+    commit(log, reader, 1)
+    with log.subscribe(since=0) as sub:
+        log.append(ev(2))
+        log.fail()
+        entries, ended = await collect(sub)
+    assert (seqs(entries), ended) == ([1], True)
+    assert log.append(ev(3)) is None
+
+
+async def test_events_appended_before_the_head_is_known_are_numbered_after_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    writer = ManualWriter()
+    log = EventLog("s", writer=writer, reader=RowReader(writer))  # type: ignore[arg-type]
+    assert log.append(ev(1)) is None  # waits for the claim
+    assert log.append(ev(2)) is None
+    assert writer.rows == []
+    log.start(Lease("s", 3, 41))  # the store's committed head: 41
+    assert [(r.seq, r.epoch) for r in writer.rows] == [(42, 3), (43, 3)]
+    assert log.last_seq == 43
+
+
+async def test_the_producer_waits_when_the_writer_falls_behind(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    writer = ManualWriter()
+    reader = RowReader(writer)
+    log = EventLog("s", writer=writer, reader=reader, max_uncommitted=2)  # type: ignore[arg-type]
+    log.start(Lease("s", 1, 0))
+    for i in range(1, 4):
+        log.append(ev(i))
+    waited = trio.Event()
+
+    async def producer() -> None:
+        await log.wait_for_room()
+        waited.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not waited.is_set()
+        commit(log, reader, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert waited.is_set()
+
+
+async def test_a_successor_hands_commits_of_the_closed_logs_tail_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, writer, reader = durable()
+    log.append(ev(1))
+    with log.subscribe(since=0) as old_sub:
+        log.close()  # seq 2, not committed yet
+        new = log.successor()
+        assert new.append(ev(3)) is not None
+        with new.subscribe(since=0) as new_sub:
+            commit(new, reader, 3)
+            old, old_ended = await collect(old_sub)
+            fresh, _ = await collect(new_sub)
+    assert (seqs(old), old_ended) == ([1, 2], True)  # the old subscriber got its end
+    assert seqs(fresh) == [1, 2, 3]  # one numbering across both
+    assert [r.seq for r in writer.rows] == [1, 2, 3]
