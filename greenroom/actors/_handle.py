@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from greenroom.agents import QueuedMessage
+from greenroom.persistence import ToolCallRecord
 
 from . import _commands as c
 
@@ -148,8 +149,8 @@ class SessionHandle:
     async def recall(self, message: QueuedMessage) -> bool:
         return await self._call(c.Recall(message))  # type: ignore[no-any-return]
 
-    async def pending_decisions(self) -> list[Any]:
-        """The tool calls in doubt (ToolCallRecord) a person must decide before a run."""
+    async def pending_decisions(self) -> list[ToolCallRecord]:
+        """The tool calls in doubt a person must decide before the session runs again."""
         return await self._call(c.GetPendingDecisions())  # type: ignore[no-any-return]
 
     async def decide(

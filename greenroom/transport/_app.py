@@ -64,7 +64,7 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Re
         body = parse_body(data, op.body, empty_ok=not op.body_required, array_field=op.array_body)
     raw_headers = {k.lower(): v for k, v in request.headers.items()}
     query, headers = check_params(op, params, dict(request.args), raw_headers)
-    return Request(params, query, headers, body)
+    return Request(params, query, headers, body, f"http {request.remote_addr or '?'}")
 
 
 def create_app(

@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import attrs
 
 from greenroom.domain import (
+    MAX_NAME,
     Amount,
     Count,
     Length,
@@ -177,3 +178,13 @@ class SummaryBody:
 class BatchBody:
     session_ids: Annotated[tuple[Name, ...], Length(MAX_BATCH, 1)]
     format: Literal["", "json"] = ""
+
+
+@attrs.frozen
+class DecisionBody:
+    """A person's decision about a tool call left in doubt by a crash."""
+
+    tool_call_id: Annotated[str, Length(MAX_NAME, 1)]
+    action: Literal["rerun", "done", "skip"]
+    result: str | None = None  # for done: what the tool returned, when the person knows
+    decided_by: PlainName = ""  # who decides (default: the transport and the client's address)

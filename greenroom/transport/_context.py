@@ -58,6 +58,7 @@ class Request:
     query: Mapping[str, Any] = attrs.field(factory=dict)  # the operation's, parsed (_params.py)
     headers: Mapping[str, Any] = attrs.field(factory=dict)  # the operation's, parsed
     body: Any = None
+    client: str = ""  # who sent it, as the transport knows it ("http 127.0.0.1")
 
 
 @attrs.frozen

@@ -34,6 +34,7 @@ from greenroom.errors import (
     SessionNotRunning,
     WaitTimedOut,
 )
+from greenroom.persistence import ToolCallRecord
 
 from . import _bodies as b
 from ._context import Context, Reply, Request
@@ -377,6 +378,41 @@ async def approvals(ctx: Context, req: Request) -> Reply:
 
 async def recovery(ctx: Context, req: Request) -> Reply:
     return Reply(recovery_export(await ctx.registry.get(_session_id(req))))
+
+
+def _in_doubt(call: ToolCallRecord) -> dict[str, Any]:
+    return {
+        "tool_call_id": call.tool_call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "agent_name": call.agent_name,
+        "turn_id": call.turn_id,
+        "started_at": format_datetime(call.started_at),
+    }
+
+
+async def pending_decisions(ctx: Context, req: Request) -> Reply:
+    calls = await ctx.registry.session(_session_id(req)).pending_decisions()
+    state = "needs_decision" if calls else "idle"
+    return Reply({"state": state, "in_doubt": [_in_doubt(call) for call in calls]})
+
+
+async def decide(ctx: Context, req: Request) -> Reply:
+    body: b.DecisionBody = req.body
+    handle = ctx.registry.session(_session_id(req))
+    who = body.decided_by or req.client
+    outcome = await handle.decide(body.tool_call_id, body.action, body.result, who)
+    return Reply(
+        {
+            "tool_call_id": outcome.tool_call_id,
+            "action": outcome.action,
+            "result": outcome.result,
+            "is_error": outcome.is_error,
+            "decided_by": outcome.decided_by,
+            "decided_at": format_datetime(outcome.decided_at),
+            "pending": outcome.pending,
+        }
+    )
 
 
 def _ids(body: b.BatchBody) -> list[str]:

@@ -29,6 +29,7 @@ from ._endpoints import (
     batch_export_sessions,
     cancel_turn,
     create_session,
+    decide,
     delete_session,
     follow_up,
     fork,
@@ -38,6 +39,7 @@ from ._endpoints import (
     list_agents,
     list_models,
     list_sessions,
+    pending_decisions,
     ping,
     queue_depth,
     ready,
@@ -395,6 +397,23 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "recovery", "GET", f"{S}/recovery", recovery, "Recovery export (with errors)", errors=(404,)
+    ),
+    Operation(
+        "recovery_decisions",
+        "GET",
+        f"{S}/recovery/decisions",
+        pending_decisions,
+        "Tool calls left in doubt by a crash, waiting for a decision",
+        errors=(404,),
+    ),
+    Operation(
+        "recovery_decide",
+        "POST",
+        f"{S}/recovery/decisions",
+        decide,
+        "Decide a tool call in doubt: rerun, done or skip (a rerun answers once it ran)",
+        body=b.DecisionBody,
+        errors=(400, 404, 409, 422, 502),
     ),
 )
 

@@ -187,7 +187,8 @@ class Connection:
         if op.body is not None:
             skip = _FRAME_KEYS | set(params) | set(query) | {"agent_name", "idempotency_key"}
             body = parse({k: v for k, v in frame.items() if k not in skip}, op.body)
-        result = await op.handler(self.ctx, Request(params, query, headers, body))
+        client = f"websocket {websocket.remote_addr or '?'}"
+        result = await op.handler(self.ctx, Request(params, query, headers, body, client))
         if op.stream:
             await self._stream_run(frame_id, params["session_id"], result)
             return

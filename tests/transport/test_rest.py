@@ -18,7 +18,18 @@ import trio.testing
 from quart.testing import QuartClient as Client
 
 from greenroom import __version__
-from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
+from greenroom.actors import recover_session
+from greenroom.domain import (
+    AgentChoice,
+    ChatMessage,
+    FunctionCall,
+    Message,
+    StreamStarted,
+    StreamStopped,
+    ToolCall,
+    utcnow,
+)
+from greenroom.persistence import ToolCallIntent, TurnMark, TurnStart
 from greenroom.transport import OPERATIONS, AppConfig
 from tests.fakes import drain, user, without_timestamp
 from tests.transport.support import AGENT, UNAVAILABLE, Env, message_body, user_body
@@ -513,6 +524,63 @@ async def _recovery(c: Client, env: Env, sid: str) -> Response:
     assert body["id"] == sid
     assert "errors" not in body  # only present when an error was recorded
     assert len(body["messages"]) == 1
+    return r
+
+
+async def leave_in_doubt(env: Env, sid: str, call_id: str = "call-1") -> None:
+    """What a crash during a tool call leaves, repaired by recovery: the call is in doubt."""
+    store = env.store
+    lease = await store.ownership.claim(sid)
+    start = TurnStart("turn-1", sid, 1, utcnow(), "agent")
+    await store.writer.begin_turn(lease, start, (Message.user("go"),))
+    call = ToolCall(call_id, FunctionCall("side_effect", '{"n": 1}'))
+    assistant = Message(ChatMessage("assistant", "", tool_calls=(call,)))
+    await store.writer.add_turn_message(sid, assistant, TurnMark("turn-1", 0))
+    intent = ToolCallIntent(sid, call_id, "turn-1", "side_effect", '{"n": 1}', 0, utcnow())
+    await store.writer.begin_tool_call(lease, intent)
+    await recover_session(store, sid)
+
+
+@case("recovery_decisions")
+async def _recovery_decisions(c: Client, env: Env, sid: str) -> Response:
+    r = await c.get(f"/api/sessions/{sid}/recovery/decisions")
+    assert await body_of(r) == {"state": "idle", "in_doubt": []}
+    other = await env.new_session("crashed")
+    await leave_in_doubt(env, other)
+    r = await c.get(f"/api/sessions/{other}/recovery/decisions")
+    body = await body_of(r)
+    assert body["state"] == "needs_decision"
+    (call,) = body["in_doubt"]
+    assert {k: call[k] for k in ("tool_call_id", "name", "arguments", "turn_id")} == {
+        "tool_call_id": "call-1",
+        "name": "side_effect",
+        "arguments": '{"n": 1}',
+        "turn_id": "turn-1",
+    }
+    assert call["started_at"].endswith("Z")
+    return r
+
+
+@case("recovery_decide")
+async def _recovery_decide(c: Client, env: Env, sid: str) -> Response:
+    await leave_in_doubt(env, sid)
+    r = await c.post(f"/api/sessions/{sid}/agent/{AGENT}", json=user_body("blocked"))
+    assert r.status_code == 409
+    assert (await body_of(r))["code"] == "needs_decision"
+    decision = {"tool_call_id": "call-1", "action": "done", "result": "7 files"}
+    r = await c.post(f"/api/sessions/{sid}/recovery/decisions", json=decision)
+    body = await body_of(r)
+    assert {k: body[k] for k in ("tool_call_id", "action", "result", "is_error", "pending")} == {
+        "tool_call_id": "call-1",
+        "action": "done",
+        "result": "7 files",
+        "is_error": False,
+        "pending": 0,
+    }
+    assert body["decided_by"].startswith("http ")  # no name given: the transport and address
+    again = await c.post(f"/api/sessions/{sid}/recovery/decisions", json=decision)
+    assert again.status_code == 404
+    assert (await body_of(again))["code"] == "tool_call_not_found"
     return r
 
 
