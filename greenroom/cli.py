@@ -5,12 +5,33 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 
 from greenroom import __version__
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+_AGE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([smhd]?)$")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def age(text: str) -> float:
+    """A duration such as ``90``, ``30s``, ``15m``, ``1h`` or ``7d``, in seconds."""
+    match = _AGE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 30m, 1h, 7d, 0)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (0, 1, 2, ...)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +123,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="reject a tool call nobody approved within SECONDS (default: wait)",
     )
+    serve.add_argument(
+        "--retain-deltas",
+        type=age,
+        default=3600.0,
+        metavar="AGE",
+        help="keep token deltas (agent_choice events) replayable for this long; every other "
+        "event is kept (default 1h; 0 = forever)",
+    )
+    serve.add_argument(
+        "--retain-deltas-per-session",
+        type=count,
+        default=5000,
+        metavar="N",
+        help="keep at most the newest N token deltas of each session (default 5000, about 25 "
+        "turns of 200 tokens; 0 = no cap)",
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
@@ -164,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from greenroom.persistence import RetentionPolicy
     from greenroom.serve import ServeConfig, run
+
+    retention = RetentionPolicy(args.retain_deltas or None, args.retain_deltas_per_session or None)
 
     cfg = ServeConfig(
         agent_paths=tuple(args.agents),
@@ -183,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         confirmation_timeout=args.confirmation_timeout,
         tune_gc=True,
         access_log=args.log_level == "debug",
+        retention=retention,
     )
     return run(cfg)
 

@@ -18,7 +18,7 @@ from quart import Response, websocket
 from quart_trio import QuartTrio
 
 from greenroom.actors import LogEntry, RunStream, Subscription
-from greenroom.domain import SessionExited, check_value, parse
+from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthorized
 
 from ._cross_site import check_request
@@ -232,7 +232,7 @@ class Connection:
             exited = False
             async for entry in subscription:
                 self.send(event_frame(session_id, entry))
-                exited = isinstance(entry.event, SessionExited)
+                exited = entry.type == "session_exited"  # no parse of a replayed entry
             reason = "session_exited" if exited else "dropped"
         if self._subscriptions.get(session_id) is scope:
             del self._subscriptions[session_id]

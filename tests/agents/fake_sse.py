@@ -8,14 +8,16 @@ by hypercorn's trio worker on 127.0.0.1, port 0, in the caller's nursery::
     ...  # point a client at server.url
     server.requests[0].json  # what the client sent
 
-Each request takes the next scripted :class:`Reply` (first in, first out), or ``default`` once
-they run out, and is recorded as a :class:`Recorded`. Pauses between events use the real clock.
+Each request takes the next scripted :class:`Reply` (first in, first out), or once they run out
+the reply ``responder`` makes for it (if set), else ``default``; it is recorded as a
+:class:`Recorded`. Pauses between events use the real clock.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal, cast
 
@@ -78,6 +80,7 @@ class FakeSSEServer:
         self.default = default
         self.url = ""
         self.requests: list[Recorded] = []
+        self.responder: Callable[[Recorded], Reply] | None = None
         self._replies: collections.deque[Reply] = collections.deque()
         self._stop = trio.Event()
 
@@ -125,7 +128,10 @@ class FakeSSEServer:
             body=bytes(body),
         )
         self.requests.append(record)
-        reply = self._replies.popleft() if self._replies else self.default
+        if self._replies:
+            reply = self._replies.popleft()
+        else:
+            reply = self.responder(record) if self.responder is not None else self.default
         try:
             if reply.status != 200:
                 await _send_json(send, reply.status, reply.body, reply.headers)
