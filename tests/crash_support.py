@@ -1,7 +1,11 @@
 """What the crash tests share: a slow fake model that calls the side-effect tool, a real
-``greenroom serve`` child process (tests/_crash_server.py) on a real file that can be killed
-with SIGKILL, ``/events`` watchers that keep every (seq, body) they received and resume after
-their last seq, and a read-only view of the database file.
+``greenroom serve`` child process on a real file that can be killed with SIGKILL, ``/events``
+watchers that keep every (seq, body) they received and resume after their last seq, and a
+read-only view of the database file.
+
+The side-effect tool is a ``script`` toolset of the agent file: it appends ``<call> <pid>`` (the
+server's pid) to a file in one write, sleeps ``sleep`` seconds, then waits while a hold file
+exists. The fake model puts the tool call's id in the ``call`` argument.
 
 Real clock throughout (separate processes); every wait is bounded.
 """
@@ -29,7 +33,6 @@ import trio
 from tests.agents import fake_openai as fo
 from tests.agents.fake_sse import Recorded, Reply
 
-CRASH_SERVER = Path(__file__).with_name("_crash_server.py")
 STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 RECOVERY = re.compile(r"greenroom recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
@@ -68,8 +71,20 @@ class SlowModel:
         return fo.stream_reply(payloads, delay=self.delay)
 
 
-def write_agent(directory: Path, model_url: str) -> Path:
+def side_effect_command(side_effects: Path, hold: Path) -> str:
+    # One O_APPEND write per line, with the pid of the server that started the shell (field 4
+    # of the shell's /proc stat: the script toolset takes every $name for an argument). The
+    # wait on the hold file is bounded (two minutes).
+    return (
+        f'printf "%s %s\\n" "$call" "$(cut -d" " -f4 /proc/$$/stat)" >> {side_effects}; '
+        f'sleep "$sleep"; for n in $(seq 6000); do [ -e {hold} ] || break; sleep 0.02; done; '
+        'echo "side effect $call done"'
+    )
+
+
+def write_agent(directory: Path, model_url: str, side_effects: Path, hold: Path) -> Path:
     path = directory / "crash.yaml"
+    command = side_effect_command(side_effects, hold).replace("'", "''")
     path.write_text(
         "\n".join(
             [
@@ -80,7 +95,15 @@ def write_agent(directory: Path, model_url: str) -> Path:
                 "    description: crash test agent",
                 "    instruction: Call the side_effect tool.",
                 "    toolsets:",
-                "      - type: side_effect",
+                "      - type: script",
+                "        shell:",
+                "          side_effect:",
+                "            description: Does something that must not happen twice.",
+                f"            cmd: '{command}'",
+                "            args:",
+                "              call: {type: string}",
+                "              sleep: {type: number}",
+                "            required: [call, sleep]",
                 "models:",
                 "  main:",
                 "    provider: openai",
@@ -142,29 +165,39 @@ async def servers() -> AsyncIterator[list[Server]]:
 
 @attrs.define
 class ServerFiles:
-    agent: Path
-    db: Path
-    side_effects: Path
-    stderr: Path
-    hold: Path | None = None
+    directory: Path
+    model_url: str
+
+    @property
+    def db(self) -> Path:
+        return self.directory / "crash.db"
+
+    @property
+    def side_effects(self) -> Path:
+        return self.directory / "side-effects.log"
+
+    @property
+    def hold(self) -> Path:
+        return self.directory / "hold"
+
+    @property
+    def stderr(self) -> Path:
+        return self.directory / "server.err"
+
+    @property
+    def agent(self) -> Path:
+        return write_agent(self.directory, self.model_url, self.side_effects, self.hold)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GREENROOM_")}
-        env.update(
-            {
-                KEY_VAR: "test-key",
-                "GREENROOM_SIDE_EFFECTS": str(self.side_effects),
-                "GREENROOM_HOLD_FILE": str(self.hold or ""),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        env.update({KEY_VAR: "test-key", "PYTHONUNBUFFERED": "1"})
         return env
 
 
 async def start_server(files: ServerFiles) -> Server:
     """``greenroom serve`` on 127.0.0.1:0 over ``files.db``; returns once it listens and has
     said what recovery did."""
-    command = [sys.executable, str(CRASH_SERVER), "serve", str(files.agent), "--port", "0"]
+    command = [sys.executable, "-m", "greenroom.cli", "serve", str(files.agent), "--port", "0"]
     command += ["--db", str(files.db), "--log-level", "warning"]
     command += ["--retain-deltas", "0", "--retain-deltas-per-session", "0"]
     started_at = dt.datetime.now(dt.UTC)
@@ -174,15 +207,20 @@ async def start_server(files: ServerFiles) -> Server:
         )
     assert process.stdout is not None
     out = b""
-    with trio.fail_after(STARTUP):
-        while out.count(b"\n") < 2:
-            chunk = await process.stdout.receive_some()
-            if not chunk:
-                raise AssertionError(f"the server exited early:\n{files.stderr.read_text()}")
-            out += chunk
-    listening, recovery = out.decode().splitlines()[:2]
-    url, counts = LISTENING.fullmatch(listening), RECOVERY.fullmatch(recovery)
-    assert url and counts, out
+    try:
+        with trio.fail_after(STARTUP):
+            while out.count(b"\n") < 2:
+                chunk = await process.stdout.receive_some()
+                if not chunk:
+                    raise AssertionError(f"the server exited early:\n{files.stderr.read_text()}")
+                out += chunk
+        listening, recovery = out.decode().splitlines()[:2]
+        url, counts = LISTENING.fullmatch(listening), RECOVERY.fullmatch(recovery)
+        assert url and counts, out
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await Server(process, "", (0, 0), started_at).kill()
+        raise
     recovered = (int(counts.group(1)), int(counts.group(2)))
     return Server(process, url.group(1), recovered, started_at)
 

@@ -16,6 +16,7 @@ import trio
 
 from greenroom.agents import Runtime, ToolResult, supports_tool_rerun
 from greenroom.domain import (
+    MAX_NAME,
     ChatMessage,
     FunctionCall,
     Message,
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 DONE_UNKNOWN = "The tool call completed before the interruption; its result was not recorded."
 SKIPPED = "The tool call was interrupted by a server restart and was not run again."
-MAX_DECIDED_BY = 200
+MAX_DECIDED_BY = MAX_NAME  # as the API's body allows
 
 EnsureRuntime = Callable[["SessionActor", str, str], Awaitable[Runtime]]
 

@@ -67,7 +67,7 @@ from .providers._base import (
     ModelResponse,
     TextDelta,
 )
-from .tools import AgentTools, ToolContext, ToolsFor, default_tools_for
+from .tools import AgentTools, ToolContext, ToolResult, ToolsFor, default_tools_for
 
 log = logging.getLogger(__name__)
 

@@ -188,3 +188,10 @@ class DecisionBody:
     action: Literal["rerun", "done", "skip"]
     result: str | None = None  # for done: what the tool returned, when the person knows
     decided_by: PlainName = ""  # who decides (default: the transport and the client's address)
+
+    json_schema_extra: ClassVar[dict[str, Any]] = {
+        "anyOf": [  # a result only comes with "done"
+            {"properties": {"action": {"const": "done"}}},
+            {"properties": {"result": {"type": "null"}}},
+        ]
+    }

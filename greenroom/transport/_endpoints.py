@@ -400,7 +400,9 @@ async def pending_decisions(ctx: Context, req: Request) -> Reply:
 async def decide(ctx: Context, req: Request) -> Reply:
     body: b.DecisionBody = req.body
     handle = ctx.registry.session(_session_id(req))
-    who = body.decided_by or req.client
+    # Who: as the person says; else the token's label when a token is required (as approvals
+    # record it), else the transport and the client's address.
+    who = body.decided_by or (ctx.config.auth_label if ctx.config.auth_token else req.client)
     outcome = await handle.decide(body.tool_call_id, body.action, body.result, who)
     return Reply(
         {
