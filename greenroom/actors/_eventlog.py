@@ -334,13 +334,13 @@ class EventLog:
         """
         if self.closed:
             return None
-        if not self.ready.is_set():
+        if self.lease is None and self._writer is not None:  # the head is not known yet
             self._early.append(event)
             return None
         self.last_seq += 1
         entry = LogEntry.of(self.last_seq, event)
         self._ring.append(entry)
-        if self._writer is None or self.lease is None:
+        if self._writer is None or self.lease is None:  # in memory only: committed at once
             self.on_committed(entry.seq)
         else:
             row = EventRow(
@@ -359,12 +359,13 @@ class EventLog:
             self.committed = max(self.committed, min(seq, self.last_seq))
             return
         seq = min(seq, self.last_seq)
-        first = self._ring[0].seq
-        fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
-        for entry in fresh:
-            for subscriber in list(self._subscribers):
-                if not subscriber._offer(entry):
-                    self._subscribers.discard(subscriber)
+        if self._subscribers:
+            first = self._ring[0].seq
+            fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
+            for entry in fresh:
+                for subscriber in list(self._subscribers):
+                    if not subscriber._offer(entry):
+                        self._subscribers.discard(subscriber)
         self.committed = seq
         while len(self._ring) > self._capacity and self._ring[0].seq <= seq:
             self._ring.popleft()

@@ -37,7 +37,7 @@ from greenroom.errors import GreenroomError, SessionNotFound
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import DisconnectPolicy
-from ._eventlog import LogEntry
+from ._eventlog import EventLog, LogEntry
 
 if TYPE_CHECKING:
     from ._session import SessionActor
@@ -109,6 +109,8 @@ class ActorTurnIO:
         self._actor = actor
         self._turn = turn
         self._mirrors = mirrors_elicitation(runtime)
+        # For the writer's backpressure; a log replaced meanwhile (lost) has ended its wait.
+        self._log = actor.log or EventLog(actor.id)
 
     @property
     def session(self) -> Session:
@@ -124,8 +126,8 @@ class ActorTurnIO:
         turn = self._turn
         if isinstance(event, ErrorEvent):
             turn.errored = True
-        log_ = self._actor.log
-        if log_ is not None and log_.uncommitted > log_.max_uncommitted:
+        log_ = self._log
+        if log_.uncommitted > log_.max_uncommitted:
             await log_.wait_for_room()  # the writer is behind: wait for it
         if turn.send is None or not turn.stream_open:
             await trio.lowlevel.checkpoint()

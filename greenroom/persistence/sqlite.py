@@ -84,6 +84,9 @@ _QUEUE_SIZE = 4096
 # The most jobs one transaction takes, so one commit never grows without bound.
 _MAX_BATCH = 2048
 _READERS = 4
+# How long the writer waits, when an event (not a job) woke it, for more to share its commit:
+# what a subscriber's event may wait beyond its commit, at most.
+_LINGER = 0.005
 
 
 class _Job:
@@ -114,6 +117,7 @@ class SqliteStore:
         self.boot_epoch = boot_epoch
         self._writer = writer
         self._jobs: queue.SimpleQueue[_Job | EventRow | None] = queue.SimpleQueue()
+        self._job_queued = threading.Event()
         self._listener: CommitListener | None = None
         self._touched: set[str] = set()  # sessions with events since the last retention sweep
         self._slots = trio.Semaphore(_QUEUE_SIZE)
@@ -146,6 +150,7 @@ class SqliteStore:
                 raise
         job = _Job(fn, trio.lowlevel.current_task(), atomic)
         self._jobs.put(job)
+        self._job_queued.set()  # ends the writer's wait for more events
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             job.task = None  # the caller is cancelled; the job commits all the same
@@ -184,6 +189,12 @@ class SqliteStore:
             first = self._jobs.get()
             if first is None:
                 break
+            if isinstance(first, EventRow):
+                # Nobody waits for events: let more gather for this transaction, so a busy
+                # log commits in batches rather than an event at a time (fewer commits, fewer
+                # wake-ups of this thread and of trio). A job someone waits for ends it.
+                self._job_queued.wait(_LINGER)
+            self._job_queued.clear()  # before taking the queue: a later job sets it again
             batch = [first]
             while len(batch) < _MAX_BATCH:
                 try:
@@ -288,6 +299,7 @@ class SqliteStore:
         if not self._closed:
             self._closed = True
             self._jobs.put(None)
+            self._job_queued.set()
 
     async def _stopped_writing(self) -> None:
         # Shielded: the thread is finishing queued jobs (bounded by _QUEUE_SIZE), and the
