@@ -10,8 +10,9 @@ commits: events, messages, turn records. The clock runs until the last event is 
 (the commit listener says so); CPU is the whole process's (trio and writer threads). Event
 bodies are encoded beforehand, as the log does when it appends: what is measured is the store.
 
-Storage: the file size (database plus WAL, after a checkpoint) per 200-token turn of one session,
-with every delta kept and after retention removed them (only non-delta events stay).
+Storage: the file size (database plus WAL, after a checkpoint and VACUUM) per 200-token turn of
+one session: its two messages alone (what was stored before events were), with every event, and
+after retention removed the deltas (every other event stays).
 
 Every run uses a fresh temporary file.
 """
@@ -145,6 +146,18 @@ def file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
+async def messages_only(path: Path, turns: int) -> float:
+    """Bytes per turn of a session that stores only each turn's two messages."""
+    async with open_sqlite_store(path) as store:
+        session_id = (await store.add_session(Session.new(session_id=SESSION_ID))).id
+    empty = await trio.to_thread.run_sync(file_bytes, path)
+    async with open_sqlite_store(path) as store:
+        for _ in range(turns):
+            await store.add_message(session_id, Message.user("Tell me a story."))
+            await store.add_message(session_id, Message.assistant("word " * TOKENS))
+    return (await trio.to_thread.run_sync(file_bytes, path) - empty) / turns
+
+
 async def storage(path: Path, turns: int) -> tuple[float, float, int]:
     """(bytes per turn with every delta, after retention removed them, events per turn)."""
     async with open_sqlite_store(path) as store:
@@ -190,10 +203,12 @@ def main() -> None:
     print(f"  rows/commit: {statistics.median(b for _, _, b in results):.0f}")
     with tempfile.TemporaryDirectory(prefix="greenroom-bench-") as directory:
         full, kept, events = trio.run(storage, Path(directory) / "size.db", 50)
+        before = trio.run(messages_only, Path(directory) / "before.db", 50)
     print()
     print(f"storage per 200-token turn ({events} events, one session, 50 turns, after VACUUM):")
-    print(f"  every delta kept:      {full / 1024:,.1f} KiB")
-    print(f"  deltas removed:        {kept / 1024:,.1f} KiB")
+    print(f"  messages only (no log): {before / 1024:,.1f} KiB")
+    print(f"  every delta kept:       {full / 1024:,.1f} KiB")
+    print(f"  deltas removed:         {kept / 1024:,.1f} KiB")
     print(f"load average after: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

@@ -7,6 +7,7 @@ committed. Real clock: the SQLite store works in threads; every wait is bounded.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -278,6 +279,10 @@ def attrs_evolve_id(message: Message, message_id: int) -> Message:
 
 async def test_idempotency_keys(store: Store) -> None:
     sid = await new_session(store)
+    assert await store.writer.reserve_key(sid, "old") is True
+    day_later = time.time() + 86400 + 60
+    assert await store.writer.apply_retention(RetentionPolicy(None, None), day_later) == 1
+    assert await store.writer.reserve_key(sid, "old") is True  # expired: a new key again
     assert await store.writer.reserve_key(sid, "k1") is True
     assert await store.writer.reserve_key(sid, "k1") is False
     other = await new_session(store)

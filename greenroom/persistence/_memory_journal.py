@@ -263,6 +263,11 @@ class MemoryJournal:
 
     async def apply_retention(self, policy: RetentionPolicy, now: float) -> int:
         removed = 0
+        for keys in self._keys.values():
+            expired = [k for k, at in keys.items() if at < now - policy.max_key_age]
+            for key in expired:
+                del keys[key]
+            removed += len(expired)
         for sid, rows in self._events.items():
             deltas = [r.seq for r in rows if r.type in DELTA_TYPES]
             drop: set[int] = set()

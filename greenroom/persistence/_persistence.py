@@ -93,7 +93,7 @@ class Writer(Protocol):
         """Write one session's recovery at once; the ids of the added history items."""
 
     async def apply_retention(self, policy: RetentionPolicy, now: float) -> int:
-        """Remove the token deltas the policy no longer keeps; how many went."""
+        """Remove the token deltas and idempotency keys the policy no longer keeps; how many."""
 
 
 class EventReader(Protocol):

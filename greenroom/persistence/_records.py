@@ -170,8 +170,10 @@ class RetentionPolicy:
     """How long token deltas stay replayable; every other event is kept.
 
     Deltas older than ``max_age`` seconds go, and so do a session's deltas beyond its newest
-    ``max_deltas_per_session``. None switches a limit off.
+    ``max_deltas_per_session``. None switches a limit off. Follow-up idempotency keys older than
+    ``max_key_age`` go too (a retry comes within seconds, not days).
     """
 
     max_age: float | None = 3600.0
     max_deltas_per_session: int | None = 5000
+    max_key_age: float = 86400.0

@@ -354,8 +354,10 @@ def retention(
     conn: sqlite3.Connection, policy: RetentionPolicy, now: float, touched: set[str]
 ) -> int:
     """Remove the deltas ``policy`` no longer keeps (by age everywhere, by count in the
-    sessions written since the last sweep)."""
-    removed = 0
+    sessions written since the last sweep), and expired idempotency keys; how many rows."""
+    removed = conn.execute(
+        "DELETE FROM idempotency_keys WHERE created_at < ?", (now - policy.max_key_age,)
+    ).rowcount
     if policy.max_age is not None:
         cutoff = now - policy.max_age
         while True:
