@@ -54,7 +54,7 @@ def flush_events(
     for row in rows:
         spans.setdefault(row.session_id, []).append(row)
     heads: dict[str, int] = {}
-    passed: list[EventRow] = []
+    fences = []
     for session_id, span in spans.items():
         if session_id in failed:
             continue
@@ -62,13 +62,19 @@ def flush_events(
         if last - first + 1 != len(span):
             failed[session_id] = f"event seqs {first}..{last} are not contiguous"
             continue
-        fenced = conn.execute(FENCE, (last, epoch, session_id, first - 1, epoch))
-        if fenced.rowcount != 1:
-            failed[session_id] = "the session's log moved on or is gone (fenced)"
-            continue
         heads[session_id] = last
-        passed.extend(span)
-    conn.executemany(INSERT_EVENT, passed)
+        fences.append((last, epoch, session_id, first - 1, epoch))
+    # Every session's fence in one call; if one does not hold (rare), undo and go one by one.
+    conn.execute("SAVEPOINT fence")
+    if conn.executemany(FENCE, fences).rowcount != len(fences):
+        conn.execute("ROLLBACK TO fence")
+        for fence in fences:
+            if conn.execute(FENCE, fence).rowcount != 1:
+                session_id = fence[2]
+                failed[session_id] = "the session's log moved on or is gone (fenced)"
+                del heads[session_id]
+    conn.execute("RELEASE fence")
+    conn.executemany(INSERT_EVENT, [row for row in rows if row.session_id in heads])
     return heads
 
 
