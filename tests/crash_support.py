@@ -35,7 +35,7 @@ from tests.agents.fake_sse import Recorded, Reply
 
 STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
-RECOVERY = re.compile(r"greenroom recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
+RECOVERY = re.compile(r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
 KEY_VAR = "GREENROOM_CRASH_TEST_KEY"
 
 
@@ -208,14 +208,15 @@ async def start_server(files: ServerFiles) -> Server:
     assert process.stdout is not None
     out = b""
     try:
-        with trio.fail_after(STARTUP):
-            while out.count(b"\n") < 2:
+        with trio.fail_after(STARTUP):  # the listening line, then the summary ending in recovery
+            while b"  recovery:" not in out or not out.endswith(b"\n"):
                 chunk = await process.stdout.receive_some()
                 if not chunk:
                     raise AssertionError(f"the server exited early:\n{files.stderr.read_text()}")
                 out += chunk
-        listening, recovery = out.decode().splitlines()[:2]
-        url, counts = LISTENING.fullmatch(listening), RECOVERY.fullmatch(recovery)
+        lines = out.decode().splitlines()
+        url = LISTENING.fullmatch(lines[0])
+        counts = next(filter(None, map(RECOVERY.fullmatch, lines)), None)
         assert url and counts, out
     except BaseException:
         with trio.CancelScope(shield=True):

@@ -34,7 +34,7 @@ from greenroom.agents import (
 from greenroom.agents.providers import ToolSpec
 from greenroom.agents.tools import ToolHost, ToolsFor
 from greenroom.client import GreenroomClient
-from greenroom.persistence import Store, open_memory_store, open_sqlite_store
+from greenroom.persistence import Persistence, Store, open_memory_store, open_sqlite_store
 from greenroom.serve import ServeConfig, SourcesCatalog, hypercorn_config
 from greenroom.transport import AppConfig, ShieldedSend, create_app
 
@@ -172,7 +172,7 @@ async def open_greenroom(
                 )
                 context = app.greenroom  # type: ignore[attr-defined]
                 async with GreenroomClient(binds[0], token=auth_token) as client:
-                    yield Greenroom(binds[0], client, registry, opened, dropper, context)
+                    yield Greenroom(binds[0], client, registry, opened.store, dropper, context)
                 # Stop like `greenroom serve`: end streams and sockets, then hypercorn.
                 context.shutting_down.set()
                 registry.end_subscriptions()
@@ -183,7 +183,7 @@ async def open_greenroom(
 @asynccontextmanager
 async def _open_store(
     kind: StoreKind, db_path: Path | str | None, tmp: Path
-) -> AsyncIterator[Store]:
+) -> AsyncIterator[Persistence]:
     if kind == "memory":
         async with open_memory_store() as memory:
             yield memory

@@ -30,6 +30,7 @@ from ._params import parse_name
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for a slot
+END_WAIT = 10.0  # seconds a run's end frame waits for its last events on the subscription
 CLOSE_GOING_AWAY = 1001
 CLOSE_TRY_AGAIN = 1013
 _FRAME_KEYS = frozenset({"id", "op"})
@@ -82,6 +83,8 @@ class Connection:
         self._out_send, self._out_recv = trio.open_memory_channel[str](ctx.config.ws_buffer)
         self._limiter = trio.CapacityLimiter(MAX_IN_FLIGHT)
         self._subscriptions: dict[str, trio.CancelScope] = {}
+        self._sent_seq: dict[str, int] = {}  # per session: the last seq a subscription sent
+        self._sent = trio.Event()  # set (and replaced) each time a subscription sends
         self._nursery: trio.Nursery | None = None
         self._close_code = 1000
 
@@ -198,15 +201,25 @@ class Connection:
     async def _stream_run(self, frame_id: Any, session_id: str, stream: RunStream) -> None:
         self.reply(frame_id, {"streaming": True})
         run = json.dumps(frame_id)
+        left_to_subscription = 0
         try:
             async for entry in stream:
                 # Sent once per connection: while this connection is subscribed to the session,
                 # its sequenced events come on the subscription (without a "run" key).
                 if entry.seq and session_id in self._subscriptions:
+                    left_to_subscription = entry.seq
                     continue
                 self.send(event_frame(session_id, entry, run=run))
         finally:
             stream.close()
+        # The subscription sends an event once it is committed, a little after the run stream
+        # had it: the end frame comes after the run's last event, as without a subscription.
+        with trio.move_on_after(END_WAIT):
+            while (
+                session_id in self._subscriptions
+                and self._sent_seq.get(session_id, 0) < left_to_subscription
+            ):
+                await self._sent.wait()
         self.send(json.dumps({"session_id": session_id, "run": frame_id, "end": True}))
 
     async def _subscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
@@ -233,9 +246,15 @@ class Connection:
             async for entry in subscription:
                 self.send(event_frame(session_id, entry))
                 exited = entry.type == "session_exited"  # no parse of a replayed entry
+                if entry.seq:
+                    self._sent_seq[session_id] = entry.seq
+                    self._sent.set()
+                    self._sent = trio.Event()
             reason = "session_exited" if exited else "dropped"
         if self._subscriptions.get(session_id) is scope:
             del self._subscriptions[session_id]
+            self._sent_seq.pop(session_id, None)
+            self._sent.set()  # a run waiting on this subscription stops waiting
             end = {"session_id": session_id, "subscription_ended": True, "reason": reason}
             self.send(json.dumps(end))
 

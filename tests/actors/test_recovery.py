@@ -41,7 +41,7 @@ from greenroom.domain import (
 )
 from greenroom.errors import InvalidRequest, NeedsDecision, SessionBusy, ToolCallNotFound
 from greenroom.persistence import EventRow, Lease, MemoryStore, ToolCallRecord, TurnRecord
-from tests.fakes import FakeFactory, FakeRuntime, collect, drain, user
+from tests.fakes import FakeFactory, FakeRuntime, collect, drain, event_json, user
 
 WRITES = (
     "add_session",
@@ -202,7 +202,7 @@ async def test_recovery_marks_the_turn_interrupted_and_the_call_in_doubt(
 
     report = await recover(store)
     assert (report.sessions, report.turns_interrupted, report.calls_in_doubt) == (1, 1, 1)
-    assert report.summary() == "greenroom recovery: 1 turn interrupted, 1 tool call in doubt"
+    assert report.summary() == "1 turn interrupted, 1 tool call in doubt"
     assert await recover(store) == type(report)()  # done once: nothing left to repair
 
     stored = await store.get_session(session_id)
@@ -277,7 +277,7 @@ async def test_a_decision_replaces_the_placeholder_and_lets_the_session_run(
             events, _ = await collect(sub)
         assert (outcome.action, outcome.is_error, outcome.pending) == (action, is_error, 0)
         assert text in outcome.result
-        assert events[-1].json() == {
+        assert event_json(events[-1]) == {
             "type": "tool_call_decided",
             "tool_call_id": "call-1",
             "action": action,

@@ -429,7 +429,7 @@ def gap_flow(page: Page, url: str, drop_and_flood: object) -> None:
     log = page.get_by_role("log")
     expect(log).to_contain_text("Hello from greenroom!")
     assert callable(drop_and_flood)
-    drop_and_flood()  # the page's resume point falls out of the 8-event ring meanwhile
+    drop_and_flood()  # meanwhile what the page missed is out of the ring and the store
     expect(page.locator("#connection")).to_have_text("live")
     page.get_by_label("Message", exact=True).fill("again")
     page.get_by_role("button", name="Send").click()
@@ -440,22 +440,29 @@ def gap_flow(page: Page, url: str, drop_and_flood: object) -> None:
 
 
 async def test_gap_makes_the_page_resnapshot(browser: BrowserThread) -> None:
+    import time
+
     from greenroom.actors import RegistryConfig
-    from greenroom.domain import Warning as WarningEvent
+    from greenroom.domain import AgentChoice
+    from greenroom.persistence import RetentionPolicy
 
     with trio.fail_after(DEADLINE):
         config = RegistryConfig(log_capacity=8)
         async with open_greenroom(REPLY, registry_config=config) as gr:
             token = trio.lowlevel.current_trio_token()
 
-            def flood() -> None:
+            async def flood() -> None:
                 gr.drop_connections()
                 for sid in gr.registry.live_ids():
                     for n in range(20):
-                        gr.registry.append_event(sid, WarningEvent(f"flood {n}"))
+                        gr.registry.append_event(sid, AgentChoice(f"flood {n} "))
+                # Retention removes those deltas from the store (the ring keeps the last 8):
+                # the page's resume point is older than what is kept, so it gets a gap.
+                policy = RetentionPolicy(max_age=0.0, max_deltas_per_session=None)
+                await gr.registry.persistence.writer.apply_retention(policy, time.time() + 1)
 
             def drop_and_flood() -> None:
-                trio.from_thread.run_sync(flood, trio_token=token)
+                trio.from_thread.run(flood, trio_token=token)
 
             await browser.run(gap_flow, gr.url, drop_and_flood)
 
