@@ -22,7 +22,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── SessionNotFound              404 session_not_found
     │   ├── MessageNotFound              404 message_not_found
     │   ├── AgentNotFound                404 agent_not_found
-    │   └── ToolCallNotFound             404 tool_call_not_found (none in doubt by that id)
+    │   ├── ToolCallNotFound             404 tool_call_not_found (none in doubt by that id)
+    │   └── OAuthFlowNotFound            404 oauth_flow_not_found (no flow waits for that state)
     ├── SessionBusy                      409 session_busy
     ├── SessionNotRunning                409 session_not_running
     ├── NoPendingRequest                 409 no_pending_request
@@ -87,6 +88,7 @@ __all__ = [
     "NoPendingRequest",
     "NotADatabase",
     "NotFound",
+    "OAuthFlowNotFound",
     "PayloadTooLarge",
     "QueueFull",
     "RerunNotSupported",
@@ -222,6 +224,13 @@ class AgentNotFound(NotFound):
 class ToolCallNotFound(NotFound):
     code = "tool_call_not_found"
     default_message = "no tool call in doubt with that id"
+
+
+class OAuthFlowNotFound(NotFound):
+    """No MCP OAuth flow waits for the ``state`` a callback names (finished, expired, unknown)."""
+
+    code = "oauth_flow_not_found"
+    default_message = "no pending OAuth flow for this state"
 
 
 class SessionBusy(GreenroomError):

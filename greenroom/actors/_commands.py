@@ -1,6 +1,6 @@
 """Commands a session actor takes from its mailbox, and the values it answers with.
 
-Commands are imperative nouns; each has exactly one ``_handle_*`` method on the actor.
+Commands are imperative nouns; each has exactly one handler in ``_handlers.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import attrs
 import outcome
 import trio
 
-from greenroom.agents import QueuedMessage, ResumeRequest, Runtime
+from greenroom.agents import BuiltRuntime, QueuedMessage, ResumeRequest, Runtime
 from greenroom.domain import ChatMessage, Message, Permissions, Session, Summary
 from greenroom.errors import GreenroomError, SessionGone
 
@@ -45,6 +45,7 @@ class SessionStatus:
     input_tokens: int
     output_tokens: int
     num_messages: int
+    building: bool = False  # the runtime is being built (MCP servers starting)
 
 
 @attrs.frozen
@@ -307,6 +308,16 @@ class RegisterInjector:
 @attrs.frozen
 class Recall:
     message: QueuedMessage
+    sub_session: Session | None = None  # a finished background task's record, added first
+
+
+@attrs.frozen
+class InstallRuntime:
+    """Sent by the actor's build task: the runtime is built (its services started)."""
+
+    built: BuiltRuntime
+    source: str
+    agent_name: str
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ from greenroom.errors import (
     ModelSwitchingNotSupported,
     NeedsDecision,
     SessionBusy,
+    SessionNotFound,
     SessionNotRunning,
 )
 
@@ -82,7 +83,8 @@ async def _snapshot(actor: SessionActor, _: c.Snapshot) -> c.SessionSnapshot:
 
 @handles(c.Status)
 async def _status(actor: SessionActor, _: c.Status) -> c.SessionStatus:
-    _require_runtime(actor)
+    if not actor.building:
+        _require_runtime(actor)
     s = actor.session
     return c.SessionStatus(
         s.id,
@@ -92,6 +94,7 @@ async def _status(actor: SessionActor, _: c.Status) -> c.SessionStatus:
         s.input_tokens,
         s.output_tokens,
         actor.num_messages(),
+        building=actor.building,
     )
 
 
@@ -117,22 +120,19 @@ async def _list_models(actor: SessionActor, _: c.ListModels) -> tuple[str, str, 
 # --- turns -------------------------------------------------------------------------------
 
 
-async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> Runtime:
-    if actor.runtime is not None:
-        return actor.runtime
-    built = await actor.registry.factory.build(source, agent_name, actor.session)
+@handles(c.InstallRuntime)
+async def _install_runtime(actor: SessionActor, cmd: c.InstallRuntime) -> None:
+    """The build task built the runtime: install it, then let the parked runs go on."""
+    built = cmd.built
     runtime = built.runtime
-    actor.runtime = runtime
-    actor.runtime_source, actor.runtime_agent = source, agent_name
-    actor.title_generator = built.title_generator
     session = actor.session
     if built.safety_default and not session.safety_policy and not session.items:
         # The author's default, for a fresh session only (older sessions are never defaulted).
         policy = built.safety_default
-        actor.session = attrs.evolve(
-            session, safety_policy=policy, tools_approved=policy == "autonomous"
-        )
-        await actor.persist()
+        await actor.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
+    actor.runtime = runtime
+    actor.runtime_source, actor.runtime_agent = cmd.source, cmd.agent_name
+    actor.title_generator = built.title_generator
     runtime.on_elicitation_request(actor.registry.elicitation_sink(actor.id))
     if supports_recall(runtime):
         runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
@@ -143,7 +143,7 @@ async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> 
             except Exception:
                 log.warning("session %s: could not restore model %r for %r", actor.id, ref, agent)
     actor.registry.mark_ready()
-    return runtime
+    await actor.redispatch(actor.take_parked())
 
 
 async def _apply_model(
@@ -180,7 +180,7 @@ async def _apply_model(
 async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
     _require_idle(actor)  # before any mutation: a refused run changes nothing
     _require_decided(actor)
-    runtime = await _ensure_runtime(actor, cmd.source, cmd.agent_name)
+    runtime = _require_runtime(actor)  # the actor parks a run until its runtime is built
     undo = await _apply_model(actor, runtime, cmd.model) if cmd.model else None
     turn = Turn(trio.CancelScope(), None, cmd.on_disconnect)
     try:
@@ -230,6 +230,8 @@ def _start_title(actor: SessionActor, texts: list[str], turn: Turn) -> None:
 
 @handles(c.Recall)
 async def _recall(actor: SessionActor, cmd: c.Recall) -> bool:
+    if cmd.sub_session is not None:
+        await actor.append_sub_session(cmd.sub_session)
     if actor.injector is not None:
         await actor.injector(cmd.message.content)
         return True
@@ -511,6 +513,9 @@ async def _delete(actor: SessionActor, _: c.Delete) -> None:
             actor.attached_done.set()  # the embedder's stream is its own: it ends it
         else:
             actor.runtime.on_elicitation_request(None)
+    if actor.runtime_scope is not None:
+        actor.runtime_scope.cancel(reason="session deleted")  # a build, MCP servers, tasks
+    actor.fail_parked(SessionNotFound(actor.id))
     if actor.turn is not None:
         actor.turn.cancel("session deleted")
     if actor.title_scope is not None:

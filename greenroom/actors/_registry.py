@@ -17,7 +17,7 @@ import attrs
 import outcome
 import trio
 
-from greenroom.agents import QueuedMessage, Runtime, RuntimeFactory
+from greenroom.agents import QueuedMessage, RecallHandler, Runtime, RuntimeFactory
 from greenroom.domain import (
     ErrorEvent,
     Event,
@@ -186,6 +186,14 @@ class Registry:
                 raise
         return result.unwrap()
 
+    async def call_actor(self, actor: SessionActor, request: Any) -> Any:
+        """Send ``request`` to this very actor (not a successor). Raises SessionGone when it
+        has stopped taking commands."""
+        try:
+            return await self._call_actor(actor, request)
+        except _Retired:
+            raise SessionGone() from None
+
     async def call(self, session_id: str, request: Any) -> Any:
         """Send ``request`` to the session's actor (spawning it) and return its answer."""
         for _ in range(8):
@@ -284,10 +292,10 @@ class Registry:
         await self._call_actor(actor, c.AttachRuntime(runtime, done))
         return StreamGuard(self, session_id, done)
 
-    def recall_handler(self, session_id: str) -> Callable[[QueuedMessage], Awaitable[bool]]:
-        async def recall(message: QueuedMessage) -> bool:
+    def recall_handler(self, session_id: str) -> RecallHandler:
+        async def recall(message: QueuedMessage, sub_session: Session | None = None) -> bool:
             try:
-                return bool(await self.call(session_id, c.Recall(message)))
+                return bool(await self.call(session_id, c.Recall(message, sub_session)))
             except GreenroomError as exc:
                 log.info("recall of session %s not handled: %s", session_id, exc)
                 return False
@@ -380,13 +388,24 @@ class Registry:
         log_ = self.ensure_log(session_id)
         return log_.append(event) if log_ is not None else None
 
-    def elicitation_sink(self, session_id: str) -> Callable[[Event], None]:
-        """The sink a server-built runtime reports out-of-stream elicitations to."""
+    def elicitation_sink(self, session_id: str) -> Callable[[Event], bool]:
+        """The sink a server-built runtime reports elicitations (and other events raised
+        outside a turn) to. It answers whether anybody will see the event: an ``/events``
+        subscriber, or the open run stream of the session's turn."""
 
-        def sink(event: Event) -> None:
+        def sink(event: Event) -> bool:
             self.append_event(session_id, event)
+            return self.is_heard(session_id)
 
         return sink
+
+    def is_heard(self, session_id: str) -> bool:
+        slot = self._logs.get(session_id)
+        if slot is not None and slot.log.subscriber_count > 0:
+            return True
+        actor = self._actors.get(session_id)
+        turn = actor.turn if actor is not None else None
+        return turn is not None and turn.send is not None and turn.stream_open
 
     def drop_log(self, session_id: str) -> LogEntry | None:
         """Tombstone ``session_id`` for good and end its log with ``session_exited``; returns

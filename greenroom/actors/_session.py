@@ -28,10 +28,11 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    SubSession,
     utcnow,
     visible_messages,
 )
-from greenroom.errors import GreenroomError, SessionNotFound, StoreError
+from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
 from greenroom.persistence import (
     Lease,
     ToolCallIntent,
@@ -43,7 +44,8 @@ from greenroom.persistence import (
 )
 
 from . import _handlers
-from ._commands import GuardTicket, discard_reply
+from ._build import build_runtime
+from ._commands import GuardTicket, RunTurn, discard_reply
 from ._eventlog import EventLog, LogEntry
 from ._idempotency import IdempotencyCache
 from ._turn import Turn
@@ -89,6 +91,11 @@ class SessionActor:
         self.runtime_agent = ""
         # Tool calls of an interrupted turn that a person must decide before the next run.
         self.in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
+        # Building a runtime (and starting its MCP servers) runs in a child task, so the
+        # mailbox keeps serving; runs that need the runtime wait here until it is installed.
+        self.building = False
+        self.parked: list[Call] = []
+        self.runtime_scope: trio.CancelScope | None = None  # the build task, then the services
         self.attached_done: trio.Event | None = None  # set on delete: the attach context ended
         self.title_generator: TitleGenerator | None = None
         self.state = StreamState.IDLE
@@ -133,6 +140,7 @@ class SessionActor:
                     await self._serve()
                 finally:
                     self._fail_queued_calls()
+                    self.fail_parked(SessionNotFound(self.id) if self.deleted else SessionGone())
             if self.deleted:
                 # Stopped means: the cancelled turn finished and the embedder let go.
                 await self._guard_free.wait()
@@ -165,6 +173,8 @@ class SessionActor:
     def _busy_otherwise(self) -> bool:
         return (
             self.streaming
+            or self.building
+            or bool(getattr(self.runtime, "busy", False))  # background agent tasks
             or self.attached
             or self.injector is not None
             or self.title_scope is not None
@@ -192,6 +202,9 @@ class SessionActor:
                         call.reply.send_nowait(outcome.Error(error))
 
     async def _dispatch(self, call: Call) -> None:
+        if isinstance(call.request, RunTurn) and self.runtime is None and not self.in_doubt:
+            self._park(call)  # answered once the runtime is built (never blocks the mailbox)
+            return
         handler = self._handlers[type(call.request)]
         with call.reply:
             try:
@@ -203,6 +216,32 @@ class SessionActor:
                 call.reply.send_nowait(result)
             except trio.BrokenResourceError:
                 discard_reply(result)
+
+    def _park(self, call: Call) -> None:
+        self.parked.append(call)
+        if not self.building:
+            self.building = True
+            assert self.nursery is not None
+            request: RunTurn = call.request
+            self.nursery.start_soon(build_runtime, self, request.source, request.agent_name)
+
+    def fail_parked(self, error: GreenroomError) -> None:
+        """Answer every run waiting for the runtime with ``error`` (the build failed, or the
+        session is gone)."""
+        self.building = False
+        parked, self.parked = self.parked, []
+        for call in parked:
+            with call.reply, contextlib.suppress(trio.BrokenResourceError):
+                call.reply.send_nowait(outcome.Error(error))
+
+    def take_parked(self) -> list[Call]:
+        self.building = False
+        parked, self.parked = self.parked, []
+        return parked
+
+    async def redispatch(self, calls: list[Call]) -> None:
+        for call in calls:
+            await self._dispatch(call)
 
     # --- shared steps (awaited inside one command or by the turn task) ---------------------
 
@@ -272,6 +311,16 @@ class SessionActor:
         kept = (*self.session.approvals, approval)[-MAX_APPROVALS:]
         self.session = attrs.evolve(self.session, approvals=kept)
         await self.persist(shielded=True)
+
+    async def append_sub_session(self, sub_session: Session) -> None:
+        """Add a finished sub-session to the history (shielded and bounded as a message)."""
+        if self.deleted:
+            raise SessionNotFound(self.id)
+        with trio.move_on_after(self.config.store_write_grace, shield=True) as scope:
+            await self.store.add_sub_session(self.id, sub_session)
+        if scope.cancelled_caught:
+            raise StoreError(f"the store did not confirm a sub-session of session {self.id}")
+        self.session = self.session.with_item(SubSession(sub_session))
 
     async def append_error(self, error: ErrorItem) -> None:
         if self.deleted:

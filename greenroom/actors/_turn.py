@@ -164,6 +164,9 @@ class ActorTurnIO:
     async def record_approval(self, approval: Approval) -> None:
         await self._actor.record_approval(approval)
 
+    async def add_sub_session(self, sub_session: Session) -> None:
+        await self._actor.append_sub_session(sub_session)
+
 
 async def run_turn(actor: SessionActor, turn: Turn, runtime: Runtime, announce_title: str) -> None:
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""

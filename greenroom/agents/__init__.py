@@ -22,6 +22,10 @@ from ._local import (
     INTERRUPTED_NOTE as INTERRUPTED_NOTE,
     LocalRuntime as LocalRuntime,
 )
+from ._oauth_flows import (
+    OAuthFlows as OAuthFlows,
+    Redirect as Redirect,
+)
 from ._permissions import (
     Decision as Decision,
     decide as decide,
@@ -60,6 +64,7 @@ from ._tools import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,
     AgentTools as AgentTools,
     FunctionTool as FunctionTool,
+    McpSettings as McpSettings,
     Tool as Tool,
     ToolAnnotations as ToolAnnotations,
     ToolContext as ToolContext,

@@ -72,6 +72,7 @@ class AgentConfig:
     instruction: str = ""
     welcome_message: str = ""
     sub_agents: tuple[str, ...] = ()
+    handoffs: tuple[str, ...] = ()
     toolsets: tuple[ToolsetConfig, ...] = ()
     commands: Mapping[str, Command] = attrs.field(factory=_frozen, converter=_frozen)
     max_iterations: int = 0
@@ -194,6 +195,7 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "instruction": agent.instruction,
             "welcome_message": agent.welcome_message,
             "sub_agents": list(agent.sub_agents),
+            "handoffs": list(agent.handoffs),
             "toolsets": [{"type": t.type, **_thaw(t.options)} for t in agent.toolsets],
             "commands": {name: _command_json(c) for name, c in agent.commands.items()},
             "max_iterations": agent.max_iterations,

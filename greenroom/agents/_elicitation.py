@@ -3,7 +3,9 @@
 Each request gets a unique id and a one-slot answer channel, registered *before* the request is
 delivered, so an answer that arrives at once is not lost. Delivery goes to the registered sink
 (the session's event log) and, when a turn is streaming, also onto its run stream. With neither,
-nobody can answer: the request is declined at once instead of waiting forever.
+or when the sink says nobody is listening (no open run stream, no ``/events`` subscriber),
+nobody can answer: the request is declined at once instead of waiting forever. A request still
+pending when a turn starts is shown on that turn's stream too (:meth:`Elicitations.pending_events`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Elicitations:
     def __init__(self) -> None:
         self._sink: ElicitationSink | None = None
         self._pending: dict[str, trio.MemorySendChannel[ElicitationAnswer]] = {}
+        self._events: dict[str, ElicitationRequest] = {}
 
     def set_sink(self, sink: ElicitationSink | None) -> None:
         self._sink = sink
@@ -43,6 +46,10 @@ class Elicitations:
     @property
     def pending(self) -> list[str]:
         return list(self._pending)
+
+    def pending_events(self) -> list[ElicitationRequest]:
+        """The requests still waiting for an answer (to show on a turn that starts now)."""
+        return [self._events[i] for i in self._pending if i in self._events]
 
     async def request(
         self,
@@ -72,9 +79,11 @@ class Elicitations:
             session_id=session_id,
             meta=meta,
         )
+        self._events[elicitation_id] = event
         try:
-            if sink is not None:
-                sink(event)
+            heard = sink(event) if sink is not None else None
+            if heard is False:
+                return DECLINED  # nobody listens: nobody could ever answer
             if emit is not None:
                 await emit(event)
             async with recv:
@@ -84,6 +93,7 @@ class Elicitations:
                     return DECLINED
         finally:
             self._pending.pop(elicitation_id, None)
+            self._events.pop(elicitation_id, None)
             send.close()
 
     def answer(

@@ -18,6 +18,7 @@ from ._titles import ModelTitleGenerator
 from .providers import make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
+from .tools._base import McpSettings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class LocalRuntimeFactory:
         data_dir: greenroom's data directory (``memory`` databases live under it).
         confirmation_timeout: seconds a tool confirmation waits before it is rejected
             (None: no timeout).
+        mcp: how MCP servers are run (timeouts, OAuth flows and redirect URI, ``docker``).
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class LocalRuntimeFactory:
         tools_for: ToolsFor = default_tools_for,
         data_dir: str | os.PathLike[str] | None = None,
         confirmation_timeout: float | None = None,
+        mcp: McpSettings | None = None,
     ) -> None:
         self._sources = sources
         # os.environ itself, not a copy: keys are read when each model call starts, so a key
@@ -64,6 +67,7 @@ class LocalRuntimeFactory:
         self._tools_for = tools_for
         self._data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self._confirmation_timeout = confirmation_timeout
+        self.mcp = mcp or McpSettings()
 
     @property
     def sources(self) -> AgentSources:
@@ -97,6 +101,7 @@ class LocalRuntimeFactory:
                 data_dir=self._data_dir,
                 agent_file=config.path,
                 env=dict(self._env),
+                mcp=self.mcp,
             ),
             confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,

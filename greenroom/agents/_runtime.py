@@ -17,8 +17,11 @@ from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, S
 if TYPE_CHECKING:  # the tools package needs _config, which needs this module
     from .tools import ToolResult
 
-ElicitationSink = Callable[[Event], None]
-"""Receives elicitation requests raised outside any run stream (sync: never blocks the runtime)."""
+ElicitationSink = Callable[[Event], "bool | None"]
+"""Receives elicitation requests (and other events raised outside any turn) for the session's
+event log; sync, so it never blocks the runtime. It may answer whether anybody will see the
+event (an open run stream or an ``/events`` subscriber): ``False`` makes an elicitation decline
+at once instead of waiting for an answer nobody can give."""
 
 ConfirmationKind = Literal[
     "approve", "approve-balanced", "approve-autonomous", "approve-tool", "reject"
@@ -114,6 +117,9 @@ class TurnIO(Protocol):
     async def record_approval(self, approval: Approval) -> None:
         """Audit a decision on a tool call on the session (and persist it)."""
 
+    async def add_sub_session(self, sub_session: Session) -> None:
+        """Append a finished sub-session (a delegated task) to the history and persist it."""
+
 
 @runtime_checkable
 class Runtime(Protocol):
@@ -155,7 +161,14 @@ class Runtime(Protocol):
     async def aclose(self) -> None: ...
 
 
-RecallHandler = Callable[[QueuedMessage], Awaitable[bool]]
+class RecallHandler(Protocol):
+    """Recall the session: ``message`` is injected into the running turn, or starts a turn;
+    ``sub_session`` (a finished background task's record) is added to the history first.
+    Returns whether the session took it."""
+
+    async def __call__(
+        self, message: QueuedMessage, sub_session: Session | None = None
+    ) -> bool: ...
 
 
 class SupportsRecall(Protocol):

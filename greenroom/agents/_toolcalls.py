@@ -41,6 +41,7 @@ from greenroom.domain import (
 )
 
 from ._confirm import Confirmations, is_approval
+from ._frame import Frame, ManagedTool
 from ._permissions import Decision, decide
 from ._runtime import ResumeRequest, TurnIO
 from .tools import AgentTools, Tool, ToolResult, tool_definition
@@ -48,6 +49,9 @@ from .tools import AgentTools, Tool, ToolResult, tool_definition
 log = logging.getLogger(__name__)
 
 CANCELLED = "The tool call was canceled by the user."
+BACKGROUND_ASK = (
+    "The tool call needs the user's confirmation, which a background agent cannot ask for."
+)
 NO_OUTPUT = "(no output)"
 
 
@@ -111,13 +115,14 @@ class ToolCalls:
 
     async def run_batch(
         self,
-        io: TurnIO,
-        agent_name: str,
+        frame: Frame,
         tools: AgentTools,
         calls: tuple[ToolCall, ...],
         on_recorded: Callable[[ToolCall], None],
     ) -> None:
         """Run ``calls`` and record their results in call order (see the module docstring)."""
+        io = frame.io
+        agent_name = frame.agent_name or frame.agent.name
         prepared = [prepare(call, tools) for call in calls]
         index = 0
         while index < len(prepared):
@@ -127,7 +132,7 @@ class ToolCalls:
                     io, prepared[index + len(group)]
                 ):
                     group.append(prepared[index + len(group)])
-            results = await self._run_group(io, agent_name, group)
+            results = await self._run_group(frame, agent_name, group)
             for item, result in zip(group, results, strict=True):
                 assert result is not None
                 await self._record(io, agent_name, item, result)
@@ -135,12 +140,12 @@ class ToolCalls:
             index += len(group)
 
     async def _run_group(
-        self, io: TurnIO, agent_name: str, group: list[Prepared]
+        self, frame: Frame, agent_name: str, group: list[Prepared]
     ) -> list[ToolResult | None]:
         results: list[ToolResult | None] = [None] * len(group)
 
         async def one(slot: int, item: Prepared) -> None:
-            results[slot] = await self._run_one(io, agent_name, item)
+            results[slot] = await self._run_one(frame, agent_name, item)
 
         if len(group) == 1:
             await one(0, group[0])
@@ -152,8 +157,11 @@ class ToolCalls:
 
     def _parallel(self, io: TurnIO, item: Prepared) -> bool:
         """Whether ``item`` may run beside its neighbours: read-only and allowed as it is."""
-        if item.failure is not None or item.tool is None or not item.tool.annotations.read_only:
+        tool = item.tool
+        if item.failure is not None or tool is None or not tool.annotations.read_only:
             return False
+        if isinstance(tool, ManagedTool):
+            return False  # delegation switches agents and nests turns: one at a time
         verdict = decide(
             item.call.function.name,
             item.arguments,
@@ -164,9 +172,10 @@ class ToolCalls:
         )
         return verdict.decision is Decision.ALLOW
 
-    async def _run_one(self, io: TurnIO, agent_name: str, item: Prepared) -> ToolResult:
+    async def _run_one(self, frame: Frame, agent_name: str, item: Prepared) -> ToolResult:
         if item.failure is not None or item.tool is None:
             return item.failure or ToolResult("", is_error=True)
+        io = frame.io
         call, tool = item.call, item.tool
         name = call.function.name
         verdict = decide(
@@ -179,6 +188,8 @@ class ToolCalls:
         )
         if verdict.decision is Decision.DENY:
             return ToolResult(verdict.message, is_error=True)
+        if verdict.decision is Decision.ASK and frame.background:
+            return ToolResult(BACKGROUND_ASK, is_error=True)
         if verdict.decision is Decision.ASK:
             answer = await self._ask(io, agent_name, item)
             if not is_approval(answer):
@@ -187,7 +198,7 @@ class ToolCalls:
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
         # The durability point: the intent is committed before the tool starts.
         await io.begin_tool_call(call, agent_name)
-        return await _invoke(tool, item, io.session.id)
+        return await _invoke(tool, item, io.session.id, frame)
 
     async def rerun(self, tools: AgentTools, call: ToolCall) -> ToolResult:
         """Run ``call`` once more (a person's decision after a crash: no approval asked)."""
@@ -262,8 +273,12 @@ class ToolCalls:
         )
 
 
-async def _invoke(tool: Tool, item: Prepared, session_id: str) -> ToolResult:
+async def _invoke(
+    tool: Tool, item: Prepared, session_id: str, frame: Frame | None = None
+) -> ToolResult:
     try:
+        if isinstance(tool, ManagedTool) and frame is not None:
+            return await tool.call_in(frame, item.arguments or {})
         return await tool.call(item.arguments or {})
     except Exception as exc:
         name = item.call.function.name

@@ -9,6 +9,7 @@ from .tools import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,
     AgentTools as AgentTools,
     FunctionTool as FunctionTool,
+    McpSettings as McpSettings,
     Tool as Tool,
     ToolAnnotations as ToolAnnotations,
     ToolContext as ToolContext,

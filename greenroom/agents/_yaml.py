@@ -40,8 +40,17 @@ from ._yaml_checks import (
 )
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 
-_TOP_KEYS = {"version", "agents", "models", "permissions", "runtime", "providers", "metadata"}
-_TOP_IGNORED = {"mcps", "rag"}
+_TOP_KEYS = {
+    "version",
+    "agents",
+    "models",
+    "permissions",
+    "runtime",
+    "providers",
+    "metadata",
+    "mcps",
+}
+_TOP_IGNORED = {"rag"}
 SAFETY_POLICIES = ("strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto")
 _SAFETY_ALIASES = {"unsafe": "autonomous", "safer": "balanced", "safe-auto": "balanced"}
 _AGENT_KEYS = {
@@ -57,9 +66,9 @@ _AGENT_KEYS = {
     "add_date",
     "safety",
     "fallback",
+    "handoffs",
 }
 _AGENT_IGNORED = {
-    "handoffs",
     "num_history_items",
     "add_environment_info",
     "add_prompt_files",
@@ -136,6 +145,40 @@ def _parse_commands(
     return commands
 
 
+# Keys of an ``mcps:`` definition that fill a toolset's empty ones (``env`` is merged instead).
+_MCP_FILLED = ("command", "args", "remote", "version", "config", "name", "instruction", "tools")
+
+
+def _merge_mcp_definition(options: dict[str, Any], definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``type: mcp`` toolset whose ``ref`` names an ``mcps:`` entry, merged with it (as
+    upstream: the definition's ``ref`` replaces the toolset's, its keys fill the toolset's empty
+    ones, ``env`` maps are merged with the toolset's values winning)."""
+    merged = dict(options)
+    merged.pop("ref", None)
+    if definition.get("ref"):
+        merged["ref"] = definition["ref"]
+    for key in (*_MCP_FILLED, "defer"):
+        if key in definition and not merged.get(key):
+            merged[key] = plain(definition[key])
+    env = {**dict(plain(definition.get("env")) or {}), **dict(options.get("env") or {})}
+    if env:
+        merged["env"] = env
+    return merged
+
+
+def _check_mcps(c: Checker, mcps: Mapping[Any, Any], line: int) -> None:
+    """The top-level ``mcps:`` definitions: mappings whose own ``ref`` is ``docker:<name>``."""
+    for name, value in mcps.items():
+        item_line = line_of(mcps, name, value=False) or line
+        definition = as_mapping(value)
+        if definition is None:
+            c.fail(item_line, f"mcps.{name}", f"expected a mapping, got {kind_of(value)}")
+            continue
+        ref = definition.get("ref")
+        if ref is not None and not (isinstance(ref, str) and ref.startswith("docker:")):
+            c.fail(item_line, f"mcps.{name}.ref", "an MCP definition's ref must be docker:<name>")
+
+
 def _parse_toolsets(
     c: Checker, raw: Any, path: str, line: int, mcps: Mapping[Any, Any]
 ) -> list[ToolsetConfig]:
@@ -174,6 +217,9 @@ def _parse_toolsets(
         for key in _TOOLSET_IGNORED & set(mapping):
             c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
         options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
+        definition = as_mapping(mcps.get(ref)) if kind == "mcp" and named_ref else None
+        if definition is not None:
+            options = _merge_mcp_definition(options, definition)
         toolsets.append(ToolsetConfig(type=kind, options=options, line=item_line))
     return toolsets
 
@@ -248,8 +294,8 @@ def _parse_agent(
         )
     if "sub_agents" in mapping:
         fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
-    if "handoffs" in mapping:  # not implemented (warned as ignored), but checked
-        _parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
+    if "handoffs" in mapping:
+        fields["handoffs"] = _parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
     if "toolsets" in mapping:
         toolsets_line = line_of(mapping, "toolsets") or line
         fields["toolsets"] = tuple(
@@ -325,6 +371,12 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         if parsed is not None:
             models[str(name)] = parsed
     mcps = as_mapping(doc.get("mcps")) or {}
+    if "mcps" in doc:
+        if as_mapping(doc["mcps"]) is None:
+            c.fail(
+                line_of(doc, "mcps") or 1, "mcps", f"expected a mapping, got {kind_of(doc['mcps'])}"
+            )
+        _check_mcps(c, mcps, line_of(doc, "mcps") or 1)
     if "agents" not in doc:
         c.fail(1, "agents", "is required")
         return None

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from ._types import ToolCall
+from ._types import Session, ToolCall
 
 
 @attrs.frozen
@@ -135,6 +135,54 @@ class AgentInfo:
 
 
 @attrs.frozen
+class AgentSwitching:
+    """A delegation starts (``switching``) or ends: ``from_agent`` hands over to ``to_agent``."""
+
+    switching: bool
+    from_agent: str = ""
+    to_agent: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class SubSessionCompleted:
+    """A ``transfer_task`` sub-session finished; ``sub_session`` is its whole conversation."""
+
+    parent_session_id: str
+    sub_session: Session
+    agent_name: str = ""
+
+
+@attrs.frozen
+class ToolsetInfo:
+    """How many tools the agent has now; ``loading`` while toolsets are still starting."""
+
+    available_tools: int
+    loading: bool = False
+    agent_name: str = ""
+
+
+@attrs.frozen
+class McpInitStarted:
+    """The agent's MCP servers are being started (the next model call waits for them)."""
+
+    agent_name: str = ""
+
+
+@attrs.frozen
+class McpInitFinished:
+    agent_name: str = ""
+
+
+@attrs.frozen
+class AuthorizationEvent:
+    """An MCP server's OAuth authorization finished (``confirmation``: ``accept``)."""
+
+    confirmation: str
+    server_url: str = ""
+
+
+@attrs.frozen
 class Gap:
     """Control event: the resume point was evicted from the log; re-snapshot. Has no seq."""
 
@@ -202,6 +250,12 @@ Event: TypeAlias = (
     | Warning
     | MaxIterationsReached
     | AgentInfo
+    | AgentSwitching
+    | SubSessionCompleted
+    | ToolsetInfo
+    | McpInitStarted
+    | McpInitFinished
+    | AuthorizationEvent
     | Gap
     | SessionExited
     | TurnInterrupted
@@ -226,6 +280,12 @@ EVENT_TAGS: dict[type[Any], str] = {
     Warning: "warning",
     MaxIterationsReached: "max_iterations_reached",
     AgentInfo: "agent_info",
+    AgentSwitching: "agent_switching",
+    SubSessionCompleted: "sub_session_completed",
+    ToolsetInfo: "toolset_info",
+    McpInitStarted: "mcp_init_started",
+    McpInitFinished: "mcp_init_finished",
+    AuthorizationEvent: "authorization_event",
     Gap: "gap",
     SessionExited: "session_exited",
     TurnInterrupted: "turn_interrupted",

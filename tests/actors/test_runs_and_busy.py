@@ -121,6 +121,9 @@ class EmbedderIO:
     async def record_approval(self, approval: Approval) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def add_sub_session(self, sub_session: Session) -> None:
+        await trio.lowlevel.checkpoint()
+
 
 class TwoPhaseRuntime(FakeRuntime):
     """Holds like FakeRuntime, then (once released) emits ``after`` and adds a message."""

@@ -27,6 +27,7 @@ from greenroom.domain import (
     FunctionCall,
     Message,
     Session,
+    SubSession,
     ToolCall,
     Usage,
     event_type,
@@ -153,6 +154,10 @@ class FakeIO:
         await trio.lowlevel.checkpoint()
         self.approvals.append(approval)
         self._session = attrs.evolve(self._session, approvals=(*self._session.approvals, approval))
+
+    async def add_sub_session(self, sub_session: Session) -> None:
+        await trio.lowlevel.checkpoint()
+        self._session = self._session.with_item(SubSession(sub_session))
 
     def set_session(self, session: Session) -> None:
         """What an actor does on a resume that changes the session (policy, rules)."""

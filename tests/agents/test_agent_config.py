@@ -143,13 +143,13 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
           root:
             model: openai/b
             add_environment_info: true
-        mcps: {}
+        rag: {}
         """
     )
     assert config.warnings == (
         "agent.yaml:4: agents.root.add_environment_info: warning: ignored: greenroom does not "
         "implement this key",
-        "agent.yaml:5: mcps: warning: ignored: greenroom does not implement this key",
+        "agent.yaml:5: rag: warning: ignored: greenroom does not implement this key",
     )
 
 

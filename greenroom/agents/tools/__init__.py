@@ -2,8 +2,10 @@
 
 from . import (  # noqa: F401  (each registers its builder)
     _api,
+    _background_agents,
     _fetch,
     _filesystem,
+    _mcp,
     _memory,
     _model_picker,
     _openapi,
@@ -17,6 +19,8 @@ from ._base import (
     OUTPUT_LIMIT as OUTPUT_LIMIT,
     FunctionTool as FunctionTool,
     Image as Image,
+    McpSettings as McpSettings,
+    ServicesUnavailable as ServicesUnavailable,
     Tool as Tool,
     ToolAnnotations as ToolAnnotations,
     ToolContext as ToolContext,

@@ -15,7 +15,10 @@ from typing import Any, Protocol
 
 import attrs
 
+from greenroom.domain import Event
+
 from .._elicitation import ElicitationAnswer
+from .._oauth_flows import OAuthFlows
 from ..providers._base import ToolSpec
 
 OUTPUT_LIMIT = 30_000
@@ -153,11 +156,22 @@ def strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
 
 
+class ServicesUnavailable(Exception):
+    """The runtime runs no background services (it is not being served by a session)."""
+
+
 class ToolHost(Protocol):
-    """What a runtime offers the tools it runs (user questions, the model picker)."""
+    """What a runtime offers the tools it runs: user questions, the model picker, background
+    services (MCP connections live there) and events outside any turn."""
 
     async def elicit(
-        self, message: str, *, schema: Any = None, meta: Mapping[str, Any] | None = None
+        self,
+        message: str,
+        *,
+        schema: Any = None,
+        meta: Mapping[str, Any] | None = None,
+        mode: str = "form",
+        url: str = "",
     ) -> ElicitationAnswer:
         """Ask the user (an ``elicitation_request``); returns their answer."""
 
@@ -166,9 +180,43 @@ class ToolHost(Protocol):
 
     async def revert_model(self) -> None: ...
 
+    def start_service(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` as a child of the runtime's service nursery (it lives as long as the
+        runtime is served). Raises ServicesUnavailable when the runtime is not served."""
+
+    def notify(self, event: Event) -> None:
+        """Report ``event`` from outside a tool call (a server died, an authorization ended):
+        it goes to the running turn's stream, else to the session's event log."""
+
 
 def process_cwd() -> Path:
     return Path(os.getcwd())
+
+
+@attrs.frozen
+class McpSettings:
+    """How MCP servers are run.
+
+    Args:
+        start_timeout: seconds a start (spawn or connect, initialize, list) may take before
+            the agent goes on without the server (the attempt continues in the background).
+        call_timeout: seconds one tool call may take; then it is a tool error.
+        oauth: the flows that wait for an OAuth redirect (None: OAuth is refused).
+        oauth_redirect_uri: where the authorization server sends the user back.
+        oauth_timeout: seconds an OAuth flow waits for the redirect.
+        docker: the ``docker`` command Docker MCP catalog servers are started with.
+        restart_backoff: seconds before each restart of a server that died.
+        max_line: bytes one JSON-RPC line of a local server may take.
+    """
+
+    start_timeout: float = 30.0
+    call_timeout: float = 300.0
+    oauth: OAuthFlows | None = None
+    oauth_redirect_uri: str = ""
+    oauth_timeout: float = 600.0
+    docker: str = "docker"
+    restart_backoff: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+    max_line: int = 8 * 1024 * 1024
 
 
 @attrs.frozen
@@ -182,6 +230,7 @@ class ToolContext:
         agent_name: the agent the tools belong to.
         env: the environment shell-like tools start from (and ``${env.X}`` expands from).
         host: the runtime, for tools it manages (None where no runtime runs them).
+        mcp: how MCP servers are run.
     """
 
     working_dir: Path = attrs.field(factory=process_cwd, converter=Path)
@@ -192,3 +241,4 @@ class ToolContext:
     agent_name: str = ""
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     host: ToolHost | None = None
+    mcp: McpSettings = McpSettings()

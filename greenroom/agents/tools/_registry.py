@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
+import trio
 
 from .._config import AgentConfig, ToolsetConfig
 from ..providers._base import ToolSpec
@@ -27,6 +28,20 @@ class ToolsetError(Exception):
     """A toolset's options are unusable (the message says why, for the warning event)."""
 
 
+class LiveTools(Protocol):
+    """A toolset whose tools change while the runtime runs (an MCP server's)."""
+
+    @property
+    def version(self) -> int:
+        """Bumped whenever :meth:`current` would answer differently."""
+
+    def current(self) -> tuple[list[Tool], str]:
+        """The tools now, and the instructions now."""
+
+    async def ensure_started(self) -> str:
+        """Start (or retry) what the tools need; "" when ready, else a warning text."""
+
+
 @attrs.define
 class Toolset:
     """What a builder returns: tools, the instructions added to the system prompt, cleanup."""
@@ -37,6 +52,9 @@ class Toolset:
     start: Callable[[], Awaitable[Toolset]] | None = None
     """For toolsets that need I/O to list their tools: run before the next model call (and
     retried before the following one if it fails); its result's tools are added then."""
+    live: LiveTools | None = None
+    """For toolsets whose tools change (MCP): started before each turn, read again when their
+    version changed (``tools`` and ``instructions`` are then ignored)."""
 
 
 ToolsetBuilder = Callable[[ToolsetConfig, ToolContext], Toolset]
@@ -51,6 +69,13 @@ def register(kind: str) -> Callable[[ToolsetBuilder], ToolsetBuilder]:
         return builder
 
     return add
+
+
+@attrs.define(eq=False)
+class _Entry:
+    config: ToolsetConfig
+    built: Toolset
+    seen: int = -1  # the live version the offered tools were read at
 
 
 @attrs.define(eq=False)
@@ -71,16 +96,23 @@ class AgentTools:
     starters: list[tuple[ToolsetConfig, Callable[[], Awaitable[Toolset]]]] = attrs.field(
         factory=list
     )
+    entries: list[_Entry] = attrs.field(factory=list)
+    activated: list[str] = attrs.field(factory=list)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(tool.spec for tool in self.tools.values())
+
+    @property
+    def has_live(self) -> bool:
+        return any(entry.built.live is not None for entry in self.entries)
 
     def activate(self, name: str) -> Tool | None:
         """Move deferred tool ``name`` into the offered tools; None when unknown."""
         tool = self.deferred.pop(name, None)
         if tool is not None:
             self.tools.setdefault(name, tool)
+            self.activated.append(name)
         return tool
 
     def add(self, toolset: ToolsetConfig, built: Toolset) -> None:
@@ -89,19 +121,45 @@ class AgentTools:
             self.closers.append(built.close)
         if built.start is not None:
             self.starters.append((toolset, built.start))
-        keep = _listed(toolset.options, "tools")
-        text = _instructions(toolset.options, built.instructions)
-        if text:
-            self.instructions.append(text)
-        defer = toolset.options.get("defer")
-        for tool in built.tools:
-            name = tool.spec.name
-            if keep is not None and name not in keep:
-                continue
-            if defer is True or (isinstance(defer, list | tuple) and name in defer):
-                self.deferred.setdefault(name, tool)
-            elif name not in self.tools:
-                self.tools[name] = tool
+        self.entries.append(_Entry(toolset, built))
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Compute the offered and deferred tools and the instructions from the entries."""
+        tools: dict[str, Tool] = {}
+        deferred: dict[str, Tool] = {}
+        instructions: list[str] = []
+        for entry in self.entries:
+            toolset, built = entry.config, entry.built
+            offered, original = built.tools, built.instructions
+            if built.live is not None:
+                offered, original = built.live.current()
+                entry.seen = built.live.version
+            keep = _listed(toolset.options, "tools")
+            text = _instructions(toolset.options, original)
+            if text:
+                instructions.append(text)
+            defer = toolset.options.get("defer")
+            for tool in offered:
+                name = tool.spec.name
+                if keep is not None and name not in keep:
+                    continue
+                if defer is True or (isinstance(defer, list | tuple) and name in defer):
+                    deferred.setdefault(name, tool)
+                elif name not in tools:
+                    tools[name] = tool
+        for name in self.activated:
+            if name in deferred:
+                tools.setdefault(name, deferred.pop(name))
+        self.tools, self.deferred, self.instructions = tools, deferred, instructions
+
+    def refresh(self) -> bool:
+        """Read the live toolsets again if any changed; True when the tools changed."""
+        if all(e.built.live is None or e.built.live.version == e.seen for e in self.entries):
+            return False
+        before = [tool.spec for tool in self.tools.values()]
+        self._rebuild()
+        return before != [tool.spec for tool in self.tools.values()]
 
     async def start(self) -> list[str]:
         """Start the toolsets that wait for it; returns warnings for those that failed."""
@@ -116,6 +174,19 @@ class AgentTools:
                 continue
             self.add(toolset, built)
         return warnings
+
+    async def start_live(self) -> list[str]:
+        """Start (or retry) every live toolset, concurrently; returns their warnings."""
+        lives = [e.built.live for e in self.entries if e.built.live is not None]
+        warnings: list[str] = [""] * len(lives)
+
+        async def one(index: int, live: LiveTools) -> None:
+            warnings[index] = await live.ensure_started()
+
+        async with trio.open_nursery() as nursery:
+            for index, live in enumerate(lives):
+                nursery.start_soon(one, index, live)
+        return [w for w in warnings if w]
 
     def close(self) -> None:
         closers, self.closers = self.closers, []
@@ -165,8 +236,7 @@ def build_tools(
         defer = toolset.options.get("defer")
         wants_deferred = wants_deferred or bool(defer)
     if wants_deferred:
-        for tool in deferred_tools(out):
-            out.tools.setdefault(tool.spec.name, tool)
+        out.add(ToolsetConfig(type="deferred"), Toolset(deferred_tools(out)))
     out.unavailable = tuple(unavailable)
     return out
 
