@@ -139,6 +139,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep at most the newest N token deltas of each session (default 5000, about 25 "
         "turns of 200 tokens; 0 = no cap)",
     )
+    serve.add_argument(
+        "--mcp-oauth-redirect-uri",
+        default="",
+        metavar="URL",
+        help="where the authorization server of an MCP server sends the user back "
+        "(default: this server's /mcp-oauth/callback)",
+    )
+    serve.add_argument(
+        "--mcp-start-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a turn waits for an MCP server to start (default 30)",
+    )
+    serve.add_argument(
+        "--mcp-call-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="an MCP tool call that takes longer is a tool error (default 300)",
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
@@ -221,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth_label=args.auth_label,
         data_dir=args.data_dir,
         confirmation_timeout=args.confirmation_timeout,
+        mcp_oauth_redirect_uri=args.mcp_oauth_redirect_uri,
+        mcp_start_timeout=args.mcp_start_timeout,
+        mcp_call_timeout=args.mcp_call_timeout,
         tune_gc=True,
         access_log=args.log_level == "debug",
         retention=retention,

@@ -36,7 +36,7 @@ import trio
 from hypercorn.config import Config, Sockets
 
 from greenroom.actors import RecoveryReport, Registry, open_registry, recover
-from greenroom.agents import AgentSources, LocalRuntimeFactory
+from greenroom.agents import AgentSources, LocalRuntimeFactory, McpSettings, OAuthFlows
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
 from greenroom.agents.providers import resolve_auto
@@ -52,7 +52,13 @@ from greenroom.persistence import (
     open_memory_store,
     open_sqlite_store,
 )
-from greenroom.transport import AppConfig, ClientLimits, ShieldedSend, create_app
+from greenroom.transport import (
+    MCP_OAUTH_LANDING,
+    AppConfig,
+    ClientLimits,
+    ShieldedSend,
+    create_app,
+)
 
 log = logging.getLogger("greenroom")
 
@@ -82,6 +88,9 @@ class ServeConfig:
     auth_label: str = "token"  # recorded as decided_by on tool approvals when auth is on
     data_dir: str = ""  # "" = beside the database (or $XDG_DATA_HOME/greenroom for :memory:)
     confirmation_timeout: float | None = None  # seconds before an unanswered tool call is rejected
+    mcp_oauth_redirect_uri: str = ""  # "" = this server's /mcp-oauth/callback
+    mcp_start_timeout: float = 30.0
+    mcp_call_timeout: float = 300.0
     graceful_timeout: float = 5.0
     keep_alive_timeout: float = 5.0  # idle connections, and request headers, must not take longer
     max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
@@ -105,6 +114,8 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--keep-alive-timeout must be a positive number of seconds")
     if cfg.max_connections_per_client < 0:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
+    if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
+        raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
     check_exposure(cfg)
 
 
@@ -246,9 +257,17 @@ def data_dir(cfg: ServeConfig) -> Path:
     return (Path(cfg.db) if cfg.db else default_db_path()).parent
 
 
-def runtime_factory(cfg: ServeConfig, sources: AgentSources) -> LocalRuntimeFactory:
+def runtime_factory(
+    cfg: ServeConfig, sources: AgentSources, oauth: OAuthFlows | None = None
+) -> LocalRuntimeFactory:
+    mcp = McpSettings(
+        start_timeout=cfg.mcp_start_timeout,
+        call_timeout=cfg.mcp_call_timeout,
+        oauth=oauth,
+        oauth_redirect_uri=cfg.mcp_oauth_redirect_uri,
+    )
     return LocalRuntimeFactory(
-        sources, data_dir=data_dir(cfg), confirmation_timeout=cfg.confirmation_timeout
+        sources, data_dir=data_dir(cfg), confirmation_timeout=cfg.confirmation_timeout, mcp=mcp
     )
 
 
@@ -285,7 +304,9 @@ async def _serve_bound(
     async with open_store(cfg.db) as persistence:
         # Before any request: turns the last process left running are marked interrupted.
         report = await recover(persistence)
-        async with open_registry(persistence, runtime_factory(cfg, sources)) as registry:
+        oauth = OAuthFlows()  # MCP OAuth flows: started by runtimes, completed by the routes
+        factory = runtime_factory(cfg, sources, oauth)
+        async with open_registry(persistence, factory) as registry:
             await _serve_registry(
                 cfg, sources, http_config, embedded, persistence, registry, report, task_status
             )
@@ -309,7 +330,9 @@ async def _serve_registry(
         allowed_hosts=cfg.allowed_hosts,
         working_dir_root=cfg.working_dir_root,
     )
-    app = create_app(registry, SourcesCatalog(sources), app_config)
+    factory = registry.factory
+    oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
+    app = create_app(registry, SourcesCatalog(sources), app_config, oauth)
     context = app.greenroom  # type: ignore[attr-defined]
     stop = trio.Event()
 
@@ -340,6 +363,10 @@ async def _serve_registry(
         if cfg.tune_gc:
             _settle_garbage_collector()
         url = binds[0]
+        if not cfg.mcp_oauth_redirect_uri and isinstance(factory, LocalRuntimeFactory):
+            # Known now (the port may have been 0): browsers come back to this server.
+            redirect = f"{url}{MCP_OAUTH_LANDING}"
+            factory.mcp = attrs.evolve(factory.mcp, oauth_redirect_uri=redirect)
         if not embedded:
             print(f"greenroom listening on {url}", flush=True)
             for line in startup_summary(cfg, sources, report):

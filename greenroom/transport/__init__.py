@@ -7,6 +7,7 @@ from ._app import (
 )
 from ._connections import ClientLimits as ClientLimits
 from ._ops import (
+    MCP_OAUTH_LANDING as MCP_OAUTH_LANDING,
     OPERATIONS as OPERATIONS,
     AgentCatalog as AgentCatalog,
     AppConfig as AppConfig,

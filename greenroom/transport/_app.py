@@ -13,6 +13,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from greenroom.actors import Registry
+from greenroom.agents import OAuthFlows
 from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
 
 from ._cross_site import check_json_content_type, check_request
@@ -24,6 +25,7 @@ from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
 
 PUBLIC_PATHS = frozenset({"/health", "/ready"})
+BEARER_FREE_PATHS = frozenset(op.path for op in OPERATIONS if not op.bearer)
 SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 CORS_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID"
 
@@ -68,15 +70,19 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Re
 
 
 def create_app(
-    registry: Registry, agents: AgentCatalog, config: AppConfig | None = None
+    registry: Registry,
+    agents: AgentCatalog,
+    config: AppConfig | None = None,
+    oauth: OAuthFlows | None = None,
 ) -> QuartTrio:
-    """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`."""
+    """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`;
+    ``oauth`` holds the MCP OAuth flows the callback routes complete."""
     config = config or AppConfig()
     app = QuartTrio("greenroom")
     app.config["RESPONSE_TIMEOUT"] = None  # Quart's 60 s default would cut every stream
     app.config["BODY_TIMEOUT"] = 60
     app.config["MAX_CONTENT_LENGTH"] = config.max_body
-    ctx = Context(registry, agents, config)
+    ctx = Context(registry, agents, config, oauth=oauth or OAuthFlows())
     app.greenroom = ctx  # type: ignore[attr-defined]
 
     def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:
@@ -125,7 +131,8 @@ def create_app(
             check_request(site, request.method, headers)
             if request.method == "OPTIONS" and config.cors_origins:
                 return _preflight(config)
-            if config.auth_token and not is_page_path(request.path):  # it asks for one
+            bearer_free = is_page_path(request.path) or request.path in BEARER_FREE_PATHS
+            if config.auth_token and not bearer_free:  # a page asks for one; see BEARER_FREE
                 check_bearer(request.headers.get("Authorization", ""), config.auth_token)
         except GreenroomError as exc:
             return error_response(exc)

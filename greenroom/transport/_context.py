@@ -9,6 +9,7 @@ import attrs
 import trio
 
 from greenroom.actors import Registry
+from greenroom.agents import OAuthFlows
 
 from ._cross_site import SitePolicy
 
@@ -50,6 +51,7 @@ class Context:
     agents: AgentCatalog
     config: AppConfig
     shutting_down: trio.Event = attrs.field(factory=trio.Event)
+    oauth: OAuthFlows = attrs.field(factory=OAuthFlows)  # MCP OAuth flows waiting for a redirect
 
 
 @attrs.frozen

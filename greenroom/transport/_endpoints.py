@@ -14,7 +14,7 @@ import trio
 
 from greenroom import __version__
 from greenroom.actors import normalize_confirmation
-from greenroom.agents import QueuedMessage, ResumeRequest
+from greenroom.agents import QueuedMessage, Redirect, ResumeRequest
 from greenroom.domain import (
     Approval,
     ChatMessage,
@@ -244,6 +244,27 @@ async def answer_elicitation(ctx: Context, req: Request) -> Reply:
 async def cancel_turn(ctx: Context, req: Request) -> Reply:
     cancelled = await ctx.registry.session(_session_id(req)).cancel_turn()
     return Reply({"cancelled": cancelled})
+
+
+async def mcp_oauth_callback(ctx: Context, req: Request) -> Reply:
+    """Hand an OAuth redirect (``state`` and ``code``, or ``error``) to the flow waiting for it."""
+    state = req.query.get("state", "")
+    if not state:
+        raise InvalidRequest("query.state: is required", path="query.state")
+    redirect = Redirect(
+        code=req.query.get("code", ""),
+        error=req.query.get("error", ""),
+        error_description=req.query.get("error_description", ""),
+    )
+    ctx.oauth.deliver(state, redirect)
+    return Reply(None)
+
+
+async def mcp_oauth_landing(ctx: Context, req: Request) -> Reply:
+    """The browser's landing after authorizing (the default redirect URI): the same as
+    :func:`mcp_oauth_callback`, for a browser that comes back here directly."""
+    await mcp_oauth_callback(ctx, req)
+    return Reply({"message": "authorization received; you can close this page"})
 
 
 async def steer(ctx: Context, req: Request) -> Reply:

@@ -38,7 +38,9 @@ def statuses(op: Operation) -> set[int]:
     """Every status ``op`` can answer besides its success (the edge's included)."""
     out = set(op.errors) | {405, 429}  # wrong method; too many open requests per client
     if not op.public:
-        out |= {401, 421, 500}  # token; Host check; a store or internal failure
+        out |= {421, 500}  # Host check; a store or internal failure
+        if op.bearer:
+            out.add(401)
     if op.method in UNSAFE:
         out.add(403)  # Origin check
     if op.body is not None:
@@ -145,7 +147,7 @@ def _operation(op: Operation, builder: SchemaBuilder) -> JSON:
         "responses": responses,
         "x-websocket-op": op.name if op.websocket else None,
     }
-    if op.public:
+    if op.public or not op.bearer:
         out["security"] = []
     if op.body is not None:
         schema = builder.of(op.body)

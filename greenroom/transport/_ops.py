@@ -39,6 +39,8 @@ from ._endpoints import (
     list_agents,
     list_models,
     list_sessions,
+    mcp_oauth_callback,
+    mcp_oauth_landing,
     pending_decisions,
     ping,
     queue_depth,
@@ -82,7 +84,8 @@ class Operation:
     stream: bool = False  # returns a RunStream (run) or is served by each transport itself
     rest: bool = True
     websocket: bool = True
-    public: bool = False  # no bearer token needed
+    public: bool = False  # no bearer token needed, and no Host check (probes)
+    bearer: bool = True  # False: no bearer token needed (the other edge checks apply)
 
     @property
     def params(self) -> tuple[str, ...]:
@@ -92,6 +95,7 @@ class Operation:
 # --- the table -------------------------------------------------------------------------------
 
 S = "/api/sessions/{session_id}"
+MCP_OAUTH_LANDING = "/mcp-oauth/callback"
 NOT_RUNNING_404: Mapping[type[GreenroomError], tuple[int, str | None]] = {
     SessionNotRunning: (404, None)
 }
@@ -414,6 +418,27 @@ OPERATIONS: tuple[Operation, ...] = (
         "Decide a tool call in doubt: rerun, done or skip (a rerun answers once it ran)",
         body=b.DecisionBody,
         errors=(400, 404, 409, 422, 502),
+    ),
+    Operation(
+        "mcp_oauth_callback",
+        "POST",
+        "/api/mcp-oauth/callback",
+        mcp_oauth_callback,
+        "Deliver an OAuth redirect (state and code, or error) to a waiting MCP OAuth flow",
+        query=q.OAUTH_REDIRECT,
+        errors=(400, 404),
+    ),
+    Operation(
+        "mcp_oauth_landing",
+        "GET",
+        MCP_OAUTH_LANDING,
+        mcp_oauth_landing,
+        "Where a browser lands after authorizing an MCP server (the default redirect URI); "
+        "no bearer token: the unguessable state is the credential",
+        query=q.OAUTH_REDIRECT,
+        errors=(400, 404),
+        websocket=False,
+        bearer=False,
     ),
 )
 

@@ -134,6 +134,26 @@ IDEMPOTENCY_KEY = Param(
     "A repeated key makes the request a no-op reporting duplicate",
 )
 
+MAX_OAUTH_TEXT = 4096  # an OAuth state, code or error text
+
+
+def parse_oauth_text(value: str, where: str) -> str:
+    if not value or len(value) > MAX_OAUTH_TEXT:
+        raise InvalidRequest(f"{where}: expected 1 to {MAX_OAUTH_TEXT} characters", path=where)
+    return value
+
+
+def _oauth_param(name: str, description: str) -> Param:
+    schema = {"type": "string", "minLength": 1, "maxLength": MAX_OAUTH_TEXT}
+    return Param(name, schema, parse_oauth_text, description)
+
+
+OAUTH_STATE = _oauth_param("state", "The state of the waiting flow (required)")
+OAUTH_CODE = _oauth_param("code", "The authorization code (or give error)")
+OAUTH_ERROR = _oauth_param("error", "The authorization server's error code (or give code)")
+OAUTH_ERROR_DESCRIPTION = _oauth_param("error_description", "The error's description")
+OAUTH_REDIRECT = (OAUTH_STATE, OAUTH_CODE, OAUTH_ERROR, OAUTH_ERROR_DESCRIPTION)
+
 MESSAGE_ID = Param(
     "message_id",
     {"type": "string", "pattern": SEQ_PATTERN},

@@ -19,6 +19,7 @@ from quart.testing import QuartClient as Client
 
 from greenroom import __version__
 from greenroom.actors import recover_session
+from greenroom.agents import Redirect
 from greenroom.domain import (
     AgentChoice,
     ChatMessage,
@@ -584,6 +585,33 @@ async def _recovery_decide(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("mcp_oauth_callback")
+async def _mcp_oauth_callback(c: Client, env: Env, sid: str) -> Response:
+    flows = env.app.greenroom.oauth  # type: ignore[attr-defined]
+    waiting = flows.open("st-1")
+    r = await c.post("/api/mcp-oauth/callback?state=st-1&code=c-1")
+    assert await body_of(r) is None
+    assert waiting.receive_nowait() == Redirect(code="c-1")
+    again = await c.post("/api/mcp-oauth/callback?state=st-1&code=c-1")
+    assert (again.status_code, (await body_of(again))["code"]) == (404, "oauth_flow_not_found")
+    missing = await c.post("/api/mcp-oauth/callback?code=c-1")
+    assert (missing.status_code, (await body_of(missing))["path"]) == (400, "query.state")
+    flows.open("st-2")
+    neither = await c.post("/api/mcp-oauth/callback?state=st-2")
+    assert (neither.status_code, (await body_of(neither))["path"]) == (400, "query.code")
+    return r
+
+
+@case("mcp_oauth_landing")
+async def _mcp_oauth_landing(c: Client, env: Env, sid: str) -> Response:
+    flows = env.app.greenroom.oauth  # type: ignore[attr-defined]
+    waiting = flows.open("st-3")
+    r = await c.get("/mcp-oauth/callback?state=st-3&error=access_denied&error_description=no")
+    assert (await body_of(r))["message"].startswith("authorization received")
+    assert waiting.receive_nowait() == Redirect(error="access_denied", error_description="no")
+    return r
+
+
 def test_every_rest_operation_has_a_success_case() -> None:
     assert set(CASES) == {op.name for op in OPERATIONS if op.rest}
 
@@ -1133,6 +1161,9 @@ async def test_auth_required_on_every_route_but_health_and_ready(
     r = await client.open(route, method=op.method)
     if op.name in ("health", "ready"):
         assert r.status_code == 200
+        return
+    if not op.bearer:  # the browser's OAuth landing: its unguessable state is the credential
+        assert r.status_code == 400  # no state given
         return
     assert r.status_code == 401
     assert await body_of(r) == {"message": "missing Authorization header", "code": "unauthorized"}
