@@ -43,7 +43,7 @@ def agent_yaml(*args: str, extra: str = "") -> str:
     return (
         "agents:\n"
         "  root:\n"
-        "    model: fake/main\n"
+        "    model: openai/main\n"
         "    instruction: You are root.\n"
         "    toolsets:\n"
         "      - type: mcp\n"
