@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (each registers its builder)
     _openapi,
     _script,
     _shell,
+    _tasks,
     _think,
     _todo,
     _user_prompt,
