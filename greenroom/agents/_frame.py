@@ -56,6 +56,7 @@ class Frame:
     text: list[str] = attrs.field(factory=list)
     reasoning: list[str] = attrs.field(factory=list)
     open_calls: list[ToolCall] = attrs.field(factory=list)
+    prepared: set[str] = attrs.field(factory=set)  # agents whose live toolsets this turn read
 
     @property
     def agent(self) -> AgentConfig:

@@ -143,7 +143,7 @@ class AgentLoop:
         try:
             await self.announce(frame)
             while True:
-                await self._prepare(frame)
+                frame.prepared.clear()  # each turn reads the live toolsets again
                 await self._run_turn(frame)
                 follow_up = self.followups.pop() if frame.root else None
                 if follow_up is None:
@@ -178,6 +178,7 @@ class AgentLoop:
     async def _prepare(self, frame: Frame) -> None:
         """Start the agent's live toolsets (MCP servers), then read their tools again."""
         agent = frame.agent
+        frame.prepared.add(agent.name)
         tools = self.tools_of(agent)
         if not tools.has_live:
             return
@@ -211,6 +212,8 @@ class AgentLoop:
                 await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
                 return
             iterations += 1
+            if frame.agent.name not in frame.prepared:  # this turn's first call, or a handoff
+                await self._prepare(frame)
             await self._start_toolsets(frame)
             response = await self._call_model(frame)
             if response.tool_calls:

@@ -57,13 +57,13 @@ class OAuthFlows:
         """Hand a redirect to the flow waiting for ``state``.
 
         Raises:
-            InvalidRequest: neither a code nor an error.
             OAuthFlowNotFound: no flow waits for ``state``.
+            InvalidRequest: neither a code nor an error (the flow keeps waiting).
         """
+        if state not in self._waiting:
+            raise OAuthFlowNotFound(f"no pending OAuth flow for state {state!r}")
         if not redirect.code and not redirect.error:
             raise InvalidRequest("query.code: a code or an error is required", path="query.code")
-        send = self._waiting.pop(state, None)
-        if send is None:
-            raise OAuthFlowNotFound(f"no pending OAuth flow for state {state!r}")
+        send = self._waiting.pop(state)
         with send:
             send.send_nowait(redirect)

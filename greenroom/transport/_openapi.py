@@ -190,7 +190,12 @@ LINKS: dict[str, JSON] = {"create": _ON_SESSION, "fork": _ON_SESSION}
 
 
 def _param(param: Param, where: str) -> JSON:
-    out: JSON = {"name": param.name, "in": where, "required": False, "schema": param.schema}
+    out: JSON = {
+        "name": param.name,
+        "in": where,
+        "required": param.required,
+        "schema": param.schema,
+    }
     if param.description:
         out["description"] = param.description
     return out

@@ -89,6 +89,7 @@ class Param:
     schema: dict[str, Any]
     parse: Callable[[str, str], Any]
     description: str = ""
+    required: bool = False  # the handler refuses a request without it (400)
 
 
 TIMEOUT = Param(
@@ -143,12 +144,12 @@ def parse_oauth_text(value: str, where: str) -> str:
     return value
 
 
-def _oauth_param(name: str, description: str) -> Param:
+def _oauth_param(name: str, description: str, *, required: bool = False) -> Param:
     schema = {"type": "string", "minLength": 1, "maxLength": MAX_OAUTH_TEXT}
-    return Param(name, schema, parse_oauth_text, description)
+    return Param(name, schema, parse_oauth_text, description, required)
 
 
-OAUTH_STATE = _oauth_param("state", "The state of the waiting flow (required)")
+OAUTH_STATE = _oauth_param("state", "The state of the waiting flow", required=True)
 OAUTH_CODE = _oauth_param("code", "The authorization code (or give error)")
 OAUTH_ERROR = _oauth_param("error", "The authorization server's error code (or give code)")
 OAUTH_ERROR_DESCRIPTION = _oauth_param("error_description", "The error's description")

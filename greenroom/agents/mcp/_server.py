@@ -257,6 +257,7 @@ class McpServer:
                         f"{delay:g}s (attempt {self.restarts} of {len(backoff)})"
                     )
                     self.state = "starting"
+                    self._attempt = trio.Event()  # a turn now waits for the restart
                     await trio.sleep(delay)
                     continue
                 if died:
