@@ -184,3 +184,26 @@ async def test_an_idle_actor_does_not_retire_while_building(
                 await trio.testing.wait_all_tasks_blocked()
                 served.release()
                 await drain(outcome[0])
+
+
+class BusyRuntime(FakeRuntime):
+    """A runtime with a background task running (``busy``) until the test says otherwise."""
+
+    busy = True
+
+
+async def test_an_actor_whose_runtime_has_background_work_does_not_retire(
+    store: MemoryStore, autojump_clock: trio.testing.MockClock
+) -> None:
+    runtime = BusyRuntime()
+    config = RegistryConfig(idle_timeout=5.0)
+    with trio.fail_after(600):  # virtual seconds
+        async with open_registry(store, GatedFactory(runtime), config) as registry:
+            sid = (await registry.create(Session.new())).id
+            await drain(await registry.session(sid).run("agent", (user("hi"),)))
+            await trio.sleep(60)  # virtual: many idle periods
+            assert sid in registry.live_ids()
+            runtime.busy = False
+            await trio.sleep(60)  # virtual
+            assert sid not in registry.live_ids()
+            assert runtime.closed
