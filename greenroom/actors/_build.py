@@ -1,6 +1,7 @@
 """Building a session's runtime in a child task of its actor, so the mailbox never waits for it.
 
-The first run of a session without a runtime parks its call and starts :func:`build_runtime`:
+The first run of a session without a runtime (or a ``rerun`` decision after a restart: any
+handler that raises :class:`NeedsRuntime`) parks its call and starts :func:`build_runtime`:
 the factory builds the runtime, then the runtime's services start (``serve``: its MCP servers
 answer, fail or time out). Meanwhile the session is *building*: status answers (``building``:
 true), steer and the like answer that nothing runs yet, a delete cancels the build and stops the
@@ -30,6 +31,17 @@ log = logging.getLogger(__name__)
 
 CLOSE_BUDGET = 5.0
 """Seconds a runtime that was built but not installed may take to close."""
+
+
+class NeedsRuntime(Exception):
+    """A handler needs the session's runtime, which is not built yet: the actor parks the call,
+    builds the runtime (agent ``source``, starting on ``agent_name``) and dispatches the call
+    again once it is installed. Raise it before changing anything."""
+
+    def __init__(self, source: str, agent_name: str) -> None:
+        super().__init__(source, agent_name)
+        self.source = source
+        self.agent_name = agent_name
 
 
 async def build_runtime(actor: SessionActor, source: str, agent_name: str) -> None:

@@ -25,6 +25,7 @@ from greenroom.errors import (
 )
 
 from . import _commands as c
+from ._build import NeedsRuntime
 from ._decisions import decide
 from ._eventlog import LogEntry
 from ._switch import apply_agent_switch_commands
@@ -120,6 +121,18 @@ async def _list_models(actor: SessionActor, _: c.ListModels) -> tuple[str, str, 
 # --- turns -------------------------------------------------------------------------------
 
 
+def _runtime_for(actor: SessionActor, source: str, agent_name: str) -> Runtime:
+    """The runtime; without one the actor parks the command while it builds (NeedsRuntime)."""
+    if actor.runtime is None:
+        raise NeedsRuntime(source, agent_name)
+    return actor.runtime
+
+
+async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> Runtime:
+    await trio.lowlevel.checkpoint()
+    return _runtime_for(actor, source, agent_name)
+
+
 @handles(c.InstallRuntime)
 async def _install_runtime(actor: SessionActor, cmd: c.InstallRuntime) -> None:
     """The build task built the runtime: install it, then let the parked runs go on."""
@@ -180,7 +193,7 @@ async def _apply_model(
 async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
     _require_idle(actor)  # before any mutation: a refused run changes nothing
     _require_decided(actor)
-    runtime = _require_runtime(actor)  # the actor parks a run until its runtime is built
+    runtime = _runtime_for(actor, cmd.source, cmd.agent_name)
     undo = await _apply_model(actor, runtime, cmd.model) if cmd.model else None
     turn = Turn(trio.CancelScope(), None, cmd.on_disconnect)
     try:

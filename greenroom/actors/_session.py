@@ -44,8 +44,8 @@ from greenroom.persistence import (
 )
 
 from . import _handlers
-from ._build import build_runtime
-from ._commands import GuardTicket, RunTurn, discard_reply
+from ._build import NeedsRuntime, build_runtime
+from ._commands import GuardTicket, discard_reply
 from ._eventlog import EventLog, LogEntry
 from ._idempotency import IdempotencyCache
 from ._turn import Turn
@@ -202,28 +202,31 @@ class SessionActor:
                         call.reply.send_nowait(outcome.Error(error))
 
     async def _dispatch(self, call: Call) -> None:
-        if isinstance(call.request, RunTurn) and self.runtime is None and not self.in_doubt:
-            self._park(call)  # answered once the runtime is built (never blocks the mailbox)
-            return
         handler = self._handlers[type(call.request)]
+        result: outcome.Outcome[Any]
+        try:
+            result = outcome.Value(await handler(self, call.request))
+        except NeedsRuntime as need:
+            # Answered once the runtime is built: the build never holds the mailbox.
+            self._park(call, need.source, need.agent_name)
+            return
+        except GreenroomError as exc:
+            result = outcome.Error(exc)
+        except BaseException:
+            call.reply.close()  # no caller hangs; anything else is a bug that crashes this
+            raise  # actor only (the registry supervises)
         with call.reply:
-            try:
-                result: outcome.Outcome[Any] = outcome.Value(await handler(self, call.request))
-            except GreenroomError as exc:
-                result = outcome.Error(exc)
-            # Anything else is a bug: it crashes this actor only (the registry supervises).
             try:
                 call.reply.send_nowait(result)
             except trio.BrokenResourceError:
                 discard_reply(result)
 
-    def _park(self, call: Call) -> None:
+    def _park(self, call: Call, source: str, agent_name: str) -> None:
         self.parked.append(call)
         if not self.building:
             self.building = True
             assert self.nursery is not None
-            request: RunTurn = call.request
-            self.nursery.start_soon(build_runtime, self, request.source, request.agent_name)
+            self.nursery.start_soon(build_runtime, self, source, agent_name)
 
     def fail_parked(self, error: GreenroomError) -> None:
         """Answer every run waiting for the runtime with ``error`` (the build failed, or the

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+import trio
 
 from greenroom.domain import (
     AgentChoice,
@@ -32,6 +33,7 @@ from greenroom.domain import (
     Session,
     SubSession,
     SubSessionCompleted,
+    ToolCall,
     utcnow,
 )
 
@@ -158,6 +160,12 @@ class ChildIO:
 
     async def record_approval(self, approval: Approval) -> None:
         await self._parent.record_approval(approval)
+
+    async def begin_tool_call(self, call: ToolCall, agent_name: str) -> None:
+        """Not a durability point of its own: a sub-session is stored when it finishes, and
+        the parent's call that runs it (``transfer_task``) has its intent committed already;
+        after a crash that call is in doubt as a whole."""
+        await trio.lowlevel.checkpoint()
 
     async def add_sub_session(self, sub_session: Session) -> None:
         self._session = self._session.with_item(SubSession(sub_session))
