@@ -318,3 +318,61 @@ def test_validate_files_and_main(tmp_path) -> None:
     assert validate_main([str(good), str(bad)], out=out) == 1
     assert f"{bad}:3: agents.root.model" in out.getvalue()
     assert validate_main([], out=io.StringIO()) == 2
+
+
+def test_an_mcp_toolset_takes_its_mcps_definition_with_its_own_keys_winning() -> None:
+    config = parse(
+        """\
+        mcps:
+          files:
+            command: mcp-files
+            args: [--root, .]
+            env: {A: from-definition, B: from-definition}
+            tools: [read_file]
+          search:
+            ref: docker:duckduckgo
+        agents:
+          root:
+            model: openai/b
+            toolsets:
+              - type: mcp
+                ref: files
+                env: {B: from-toolset}
+                name: fs
+              - type: mcp
+                ref: search
+        """
+    )
+    files, search = (dict(t.options) for t in config.agents["root"].toolsets)
+    assert files == {
+        "command": "mcp-files",
+        "args": ("--root", "."),  # options are deeply frozen
+        "env": {"A": "from-definition", "B": "from-toolset"},
+        "tools": ("read_file",),
+        "name": "fs",
+    }
+    assert search == {"ref": "docker:duckduckgo"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "mcps:\n  x: {ref: files}\nagents:\n  root:\n    model: openai/b\n",
+            "agent.yaml:2: mcps.x.ref: an MCP definition's ref must be docker:<name>",
+        ),
+        (
+            "agents:\n  root:\n    model: openai/b\n"
+            "    toolsets:\n      - {type: mcp, ref: nope}\n",
+            "no MCP definition 'nope' in the file's mcps",
+        ),
+        (
+            "agents:\n  root:\n    model: openai/b\n    handoffs: [ghost]\n",
+            "agents.root.handoffs[0]: unknown agent 'ghost'",
+        ),
+    ],
+)
+def test_mcps_and_handoffs_are_checked(text: str, problem: str) -> None:
+    with pytest.raises(AgentConfigError) as caught:
+        parse_agent_file(text, "agent.yaml")
+    assert any(problem in line for line in caught.value.problems), caught.value.problems
