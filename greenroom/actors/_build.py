@@ -69,21 +69,25 @@ async def build_runtime(actor: SessionActor, source: str, agent_name: str) -> No
 
 
 async def _serve(actor: SessionActor, built: BuiltRuntime, source: str, agent_name: str) -> None:
-    """Start the runtime's services, install it, then keep the services until cancelled."""
+    """Start the runtime's services, install it, then keep the services until cancelled. A
+    service that fails after the start (a bug) is logged; the session goes on without it."""
     serve: Any = getattr(built.runtime, "serve", None)
-    async with trio.open_nursery() as services:
-        if serve is not None:
+    try:
+        async with trio.open_nursery() as services:
+            if serve is not None:
+                try:
+                    await services.start(serve)
+                except Exception:
+                    log.exception("the runtime of session %s failed to start", actor.id)
+                    actor.fail_parked(GreenroomError("starting the agent runtime failed"))
+                    return
             try:
-                await services.start(serve)
-            except Exception:
-                log.exception("the runtime of session %s failed to start", actor.id)
-                actor.fail_parked(GreenroomError("starting the agent runtime failed"))
-                return
-        try:
-            await actor.registry.call_actor(actor, c.InstallRuntime(built, source, agent_name))
-        except GreenroomError as exc:
-            actor.fail_parked(exc)
-            services.cancel_scope.cancel()
-        except BaseException:
-            services.cancel_scope.cancel()
-            raise
+                await actor.registry.call_actor(actor, c.InstallRuntime(built, source, agent_name))
+            except GreenroomError as exc:
+                actor.fail_parked(exc)
+                services.cancel_scope.cancel()
+            except BaseException:
+                services.cancel_scope.cancel()
+                raise
+    except* Exception:
+        log.exception("the services of session %s's runtime failed", actor.id)

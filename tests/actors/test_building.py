@@ -207,3 +207,31 @@ async def test_an_actor_whose_runtime_has_background_work_does_not_retire(
             await trio.sleep(60)  # virtual
             assert sid not in registry.live_ids()
             assert runtime.closed
+
+
+class FailingServices(FakeRuntime):
+    """Services that start, then fail (a bug in a service)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = trio.Event()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await self.fail.wait()
+        raise RuntimeError("a service broke")
+
+
+async def test_a_failing_service_is_logged_and_the_session_goes_on(
+    store: MemoryStore, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = FailingServices()
+    with trio.fail_after(120):  # virtual seconds
+        async with open_registry(store, GatedFactory(runtime), RegistryConfig()) as registry:
+            sid = (await registry.create(Session.new())).id
+            await drain(await registry.session(sid).run("agent", (user("one"),)))
+            runtime.fail.set()
+            await trio.testing.wait_all_tasks_blocked()
+            await drain(await registry.session(sid).run("agent", (user("two"),)))
+            assert runtime.turns == 2
+    assert "the services of session" in caplog.text
