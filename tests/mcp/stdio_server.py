@@ -5,9 +5,9 @@
 
 Tools: ``echo`` (read-only), ``add``, ``ask`` (elicits a name), ``grow`` (adds a tool and
 says the list changed), ``die`` (the process exits), ``hang`` (never answers), ``garbage``
-(writes malformed JSON-RPC lines to stdout first), ``huge_line`` (writes one endless line),
-``shout`` (floods stderr), ``pid`` (the server's process id), ``spawn_child`` (starts a child
-that outlives nobody: it sleeps; its pid is the result).
+(writes malformed JSON-RPC lines to stdout first), ``flood`` (many of them), ``huge_line``
+(writes one endless line), ``shout`` (floods stderr), ``pid`` (the server's process id),
+``spawn_child`` (starts a child that outlives nobody: it sleeps; its pid is the result).
 
 ``--wait-fifo`` blocks before serving until something opens the FIFO for writing (a slow
 start the test controls); ``--record`` appends the process's argv and pid to a file.
@@ -94,6 +94,11 @@ def main() -> None:
         os.write(wire, b'{"jsonrpc": "2.0", "method": 42}\n')
         os.write(wire, b'{"jsonrpc": "2.0", "id": 999999, "result": {"bogus": true}}\n')
         return "after garbage"
+
+    @server.tool(description="Write n malformed lines to stdout, then answer")
+    def flood(n: int) -> str:
+        os.write(wire, b"not json at all\n" * n)
+        return f"flooded {n}"
 
     @server.tool(description="Write one line that never ends")
     def huge_line() -> str:

@@ -199,6 +199,20 @@ async def test_malformed_messages_are_dropped_and_the_call_answers() -> None:
             nursery.cancel_scope.cancel()
 
 
+async def test_a_flood_of_bad_lines_is_dropped_and_the_call_answers() -> None:
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            server = new_server(FakeHost(nursery))
+            await server.ensure_started()
+            result = await server.call("flood", {"n": 20_000})
+            assert (result.output, result.is_error) == ("flooded 20000", False)
+            assert (await server.call("echo", {"text": "calm"})).output == "echo: calm"
+            # The SDK hands each message to the handler on its own; the count may trail.
+            await until(lambda: server.malformed >= 20_000)
+            assert server.malformed == 20_000
+            nursery.cancel_scope.cancel()
+
+
 async def test_an_endless_line_ends_the_connection_and_the_server_comes_back() -> None:
     settings = attrs.evolve(QUICK, max_line=256 * 1024)
     with trio.fail_after(DEADLINE):
