@@ -4,11 +4,12 @@
 
     trio.run(serve)
     └─ open_store                  opened first, closed last
-       └─ open_registry            session actors
-          └─ nursery: signal watcher + hypercorn (shutdown_trigger = stop)
+       └─ open_model_clients       one pooled HTTP client per model endpoint, shared
+          └─ open_registry         session actors
+             └─ nursery: signal watcher + hypercorn (shutdown_trigger = stop)
 
 Shutdown (SIGINT/SIGTERM): stop accepting, end open SSE streams and close WebSockets with 1001,
-let hypercorn drain, let every actor persist, close the store, exit 0.
+let hypercorn drain, let every actor persist, close the model clients, close the store, exit 0.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from greenroom.actors import RecoveryReport, Registry, open_registry, recover
 from greenroom.agents import AgentSources, LocalRuntimeFactory, McpSettings, OAuthFlows
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
-from greenroom.agents.providers import resolve_auto
+from greenroom.agents.providers import ModelClients, open_model_clients, resolve_auto
 from greenroom.errors import (
     AgentConfigError,
     AgentSourceUnavailable,
@@ -258,7 +259,10 @@ def data_dir(cfg: ServeConfig) -> Path:
 
 
 def runtime_factory(
-    cfg: ServeConfig, sources: AgentSources, oauth: OAuthFlows | None = None
+    cfg: ServeConfig,
+    sources: AgentSources,
+    oauth: OAuthFlows | None = None,
+    clients: ModelClients | None = None,
 ) -> LocalRuntimeFactory:
     mcp = McpSettings(
         start_timeout=cfg.mcp_start_timeout,
@@ -267,7 +271,11 @@ def runtime_factory(
         oauth_redirect_uri=cfg.mcp_oauth_redirect_uri,
     )
     return LocalRuntimeFactory(
-        sources, data_dir=data_dir(cfg), confirmation_timeout=cfg.confirmation_timeout, mcp=mcp
+        sources,
+        data_dir=data_dir(cfg),
+        confirmation_timeout=cfg.confirmation_timeout,
+        mcp=mcp,
+        clients=clients,
     )
 
 
@@ -305,8 +313,10 @@ async def _serve_bound(
         # Before any request: turns the last process left running are marked interrupted.
         report = await recover(persistence)
         oauth = OAuthFlows()  # MCP OAuth flows: started by runtimes, completed by the routes
-        factory = runtime_factory(cfg, sources, oauth)
-        async with open_registry(persistence, factory) as registry:
+        async with (
+            open_model_clients() as clients,
+            open_registry(persistence, runtime_factory(cfg, sources, oauth, clients)) as registry,
+        ):
             await _serve_registry(
                 cfg, sources, http_config, embedded, persistence, registry, report, task_status
             )

@@ -367,6 +367,28 @@ async def test_tool_call_turn_streams_the_call_and_its_response(
             nursery.cancel_scope.cancel()
 
 
+async def test_sessions_share_one_kept_alive_connection_to_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server's model clients are pooled per endpoint: turns of different sessions, one
+    # after the other, reuse one connection (the fake sees one client port).
+    monkeypatch.setenv(KEY_VAR, KEY)
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            fake: fo.FakeOpenAI = await nursery.start(fo.FakeOpenAI().serve)
+            fake.default = fo.text_reply("Hi", " there")
+            agent = write_agent(tmp_path, "pooled", openai_model(fake))
+            async with serving(agent, tmp_path / "db.sqlite3") as server:
+                for n in range(3):
+                    session_id = await create_session(server.client, title=f"S{n}")
+                    for _ in range(2):
+                        frames = await run_turn(server.client, session_id, "pooled", "hi")
+                        assert frames[-1].data["reason"] == "normal"
+            assert len(fake.requests) == 6
+            assert len({r.client for r in fake.requests}) == 1
+            nursery.cancel_scope.cancel()
+
+
 async def test_missing_key_is_an_error_event_and_the_session_stays_usable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ from ._models import ProviderFor
 from ._runtime import BuiltRuntime
 from ._sources import AgentSources
 from ._titles import ModelTitleGenerator
-from .providers import make_provider, resolve_auto
+from .providers import ModelClients, make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
 from .tools._base import McpSettings
@@ -44,6 +44,9 @@ class LocalRuntimeFactory:
         confirmation_timeout: seconds a tool confirmation waits before it is rejected
             (None: no timeout).
         mcp: how MCP servers are run (timeouts, OAuth flows and redirect URI, ``docker``).
+        clients: the model endpoints' pooled HTTP clients, shared by every runtime this
+            factory builds (its owner opens and closes it: ``serve`` does, around the
+            registry); None: each model call opens a client of its own.
     """
 
     def __init__(
@@ -57,8 +60,10 @@ class LocalRuntimeFactory:
         data_dir: str | os.PathLike[str] | None = None,
         confirmation_timeout: float | None = None,
         mcp: McpSettings | None = None,
+        clients: ModelClients | None = None,
     ) -> None:
         self._sources = sources
+        self._clients = clients
         # os.environ itself, not a copy: keys are read when each model call starts, so a key
         # set after the server started is used by the next run.
         self._env: Mapping[str, str] = os.environ if env is None else dict(env)
@@ -124,8 +129,9 @@ class LocalRuntimeFactory:
 
     def _default_provider_for(self, base_dir: Path) -> ProviderFor:
         env = self._env
+        clients = self._clients
 
         def provider_for(model: ModelConfig) -> Provider:
-            return make_provider(model, env=env, base_dir=base_dir)
+            return make_provider(model, env=env, base_dir=base_dir, clients=clients)
 
         return provider_for

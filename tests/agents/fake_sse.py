@@ -63,6 +63,8 @@ class Recorded:
     json: Any
     query: str = ""
     body: bytes = b""
+    client: tuple[str, int] | None = None
+    """The client's address and port: one port per connection (keep-alive shows as reuse)."""
     done: trio.Event = attrs.Factory(trio.Event)
     """Set once the handler returned (answer sent, aborted, or the client left)."""
     disconnected: bool = False
@@ -126,6 +128,7 @@ class FakeSSEServer:
             json.loads(body or b"null"),
             query=scope["query_string"].decode(),
             body=bytes(body),
+            client=tuple(scope["client"]) if scope.get("client") else None,
         )
         self.requests.append(record)
         if self._replies:

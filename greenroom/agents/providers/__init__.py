@@ -4,8 +4,10 @@
 OpenAI-compatible vendors by name, ``dmr`` and custom providers), ``anthropic``, ``google``,
 ``amazon-bedrock``, ``scripted`` (replays a script file) and ``echo`` (needs nothing); the names
 are in ``_catalog.py``. :func:`resolve_auto` says what the ``auto`` model ref stands for.
-Importing this package imports the vendor SDKs (about two seconds): do it at startup, never
-inside a request.
+:class:`ModelClients` pools the HTTP clients of the model endpoints (one per endpoint, kept
+alive, shared by every session): a server opens one with :func:`open_model_clients` and passes
+it to :func:`make_provider`. Importing this package imports the vendor SDKs (about two
+seconds): do it at startup, never inside a request.
 """
 
 from ._base import (
@@ -18,6 +20,11 @@ from ._base import (
     ReasoningDelta as ReasoningDelta,
     TextDelta as TextDelta,
     ToolSpec as ToolSpec,
+)
+from ._clients import (
+    ClientStatistics as ClientStatistics,
+    ModelClients as ModelClients,
+    open_model_clients as open_model_clients,
 )
 from ._factory import (
     PROVIDERS as PROVIDERS,

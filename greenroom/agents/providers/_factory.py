@@ -12,6 +12,7 @@ from greenroom.errors import InvalidRequest
 
 from ._base import ModelConfig, Provider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
+from ._clients import ModelClients
 from .anthropic_provider import AnthropicProvider
 from .bedrock_provider import BedrockProvider
 from .echo import EchoProvider
@@ -28,7 +29,11 @@ PROVIDERS = tuple(VENDORS)
 
 
 def make_provider(
-    config: ModelConfig, *, env: Mapping[str, str] = os.environ, base_dir: Path | None = None
+    config: ModelConfig,
+    *,
+    env: Mapping[str, str] = os.environ,
+    base_dir: Path | None = None,
+    clients: ModelClients | None = None,
 ) -> Provider:
     """The provider serving ``config`` (by its ``api_type``, else ``config.provider``).
 
@@ -43,6 +48,8 @@ def make_provider(
             now).
         base_dir: resolves a relative ``scripted`` script path (default: the working
             directory).
+        clients: the server's pooled HTTP clients, shared by every provider it makes (None:
+            each model call opens and closes a client of its own).
 
     Raises:
         InvalidRequest: the provider is unknown or unsupported, an endpoint variable is unset,
@@ -67,11 +74,11 @@ def make_provider(
         )
     match api:
         case "anthropic":
-            return AnthropicProvider(config, env=env)
+            return AnthropicProvider(config, env=env, clients=clients)
         case "google":
-            return GoogleProvider(config, env=env)
+            return GoogleProvider(config, env=env, clients=clients)
         case "bedrock":
-            return BedrockProvider(config, env=env)
+            return BedrockProvider(config, env=env, clients=clients)
         case "echo":
             return EchoProvider.from_options(config.provider_opts)
         case "scripted":
@@ -80,16 +87,16 @@ def make_provider(
                 path = (base_dir or Path.cwd()) / path
             return ScriptedProvider.from_file(path)
         case "openai":
-            return _openai_compatible(config, vendor, env)
+            return _openai_compatible(config, vendor, env, clients)
 
 
 def _openai_compatible(
-    config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str]
+    config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str], clients: ModelClients | None
 ) -> OpenAIProvider:
     if config.api_type or vendor is None or vendor.name == "openai":
         # ``openai`` and custom providers: a custom endpoint (the model's or OPENAI_BASE_URL)
         # without a token_key may run without a key.
-        return OpenAIProvider(config, env=env)
+        return OpenAIProvider(config, env=env, clients=clients)
     base_url = config.base_url or vendor.base_url
     if vendor.name == "dmr" and not base_url:
         base_url = _dmr_url(env)
@@ -105,6 +112,7 @@ def _openai_compatible(
     return OpenAIProvider(
         config,
         env=env,
+        clients=clients,
         require_key=bool(vendor.key_var or config.token_key),
         default_key_var=vendor.key_var,
     )

@@ -1,10 +1,11 @@
 """Anthropic's Messages API through the official ``anthropic`` SDK.
 
-One :meth:`AnthropicProvider.complete` is one streamed ``POST {base_url}/v1/messages`` in a
-client opened and closed around the call. ``text_delta`` becomes :class:`TextDelta`,
-``thinking_delta`` :class:`ReasoningDelta`, and each ``tool_use`` block's ``input_json_delta``
-fragments are joined into one tool call. Stop reasons are given in the OpenAI vocabulary the
-loop uses (``end_turn`` → ``stop``, ``tool_use`` → ``tool_calls``, ``max_tokens`` → ``length``).
+One :meth:`AnthropicProvider.complete` is one streamed ``POST {base_url}/v1/messages`` on the
+endpoint's pooled client (:class:`ModelClients`; without a pool, a client per call).
+``text_delta`` becomes :class:`TextDelta`, ``thinking_delta`` :class:`ReasoningDelta`, and each
+``tool_use`` block's ``input_json_delta`` fragments are joined into one tool call. Stop reasons
+are given in the OpenAI vocabulary the loop uses (``end_turn`` → ``stop``, ``tool_use`` →
+``tool_calls``, ``max_tokens`` → ``length``).
 Usage: ``input_tokens`` excludes cache reads (``cached_input_tokens``) and cache writes
 (``cached_write_tokens``), as Anthropic reports them.
 """
@@ -33,6 +34,7 @@ from ._base import (
     ReasoningDelta,
     TextDelta,
 )
+from ._clients import ModelClients, lease
 from ._keys import read_key
 from ._retry import (
     DEFAULT_BACKOFF,
@@ -85,6 +87,7 @@ class AnthropicProvider:
         config: ModelConfig,
         *,
         env: Mapping[str, str] = os.environ,
+        clients: ModelClients | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         idle: float | None = DEFAULT_IDLE,
     ) -> None:
@@ -94,6 +97,7 @@ class AnthropicProvider:
         self.backoff = backoff
         self.idle = idle
         self._env = env
+        self._clients = clients
 
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         """Stream one answer; see the class docstring for keys, retries and limits.
@@ -106,9 +110,7 @@ class AnthropicProvider:
             ModelError: any other failure (HTTP status, connection, error event).
         """
         key = read_key(self._env, self.key_var, required=True, ref=request.model.ref)
-        async with anthropic.AsyncAnthropic(
-            api_key=key, base_url=self.base_url, max_retries=0
-        ) as client:
+        async with lease(self._clients, lambda c: c.anthropic(self.base_url, key)) as client:
             return await with_retries(
                 self.backoff, lambda: self._attempt(client, request, on_delta)
             )

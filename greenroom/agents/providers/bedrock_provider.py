@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -42,6 +41,7 @@ from greenroom.errors import ModelError, ModelKeyMissing, ModelStreamMalformed
 
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta, ReasoningDelta, TextDelta
 from ._bedrock_messages import to_converse, to_tool_config
+from ._clients import ModelClients, lease
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -57,7 +57,6 @@ TOKEN_VAR = "AWS_BEARER_TOKEN_BEDROCK"
 DEFAULT_REGION = "us-east-1"
 SERVICE = "bedrock"
 DEFAULT_IDLE = 300.0
-CONNECT_TIMEOUT = 30.0
 
 CredentialChain = Callable[[str], ReadOnlyCredentials | None]
 """Resolves AWS credentials for a profile ("" = the default); blocking, run in a thread."""
@@ -94,6 +93,9 @@ class _Auth:
 class BedrockProvider:
     """Streams Converse answers (see the module docstring for auth, region and endpoint).
 
+    Clients: ``clients`` is the server's pool (the endpoint's HTTP client, kept alive across
+    calls); without one, each call has a client of its own.
+
     Attributes:
         backoff: the retry policy for throttling, 5xx and connection errors.
         idle: seconds without data before the call fails with ModelTimeout (None: no limit).
@@ -104,12 +106,14 @@ class BedrockProvider:
         config: ModelConfig,
         *,
         env: Mapping[str, str] = os.environ,
+        clients: ModelClients | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         idle: float | None = DEFAULT_IDLE,
         chain: CredentialChain = botocore_chain,
     ) -> None:
         options = config.provider_opts
         self.config = config
+        self._clients = clients
         self.region = (
             str(options.get("region") or "")
             or env.get("AWS_REGION", "").strip()
@@ -167,12 +171,6 @@ class BedrockProvider:
         SigV4Auth(auth.credentials, SERVICE, self.region).add_auth(signed)
         return {str(k): str(v) for k, v in signed.headers.items()}
 
-    @asynccontextmanager
-    async def _client(self) -> AsyncIterator[httpx2.AsyncClient]:
-        """The HTTP client of one call (the one place it is made)."""
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=CONNECT_TIMEOUT)) as c:
-            yield c
-
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         """Stream one answer.
 
@@ -185,7 +183,7 @@ class BedrockProvider:
         """
         ref = request.model.ref
         auth = await self._auth(ref)
-        async with self._client() as client:
+        async with lease(self._clients, lambda c: c.http(self.endpoint)) as client:
             return await with_retries(
                 self.backoff, lambda: self._attempt(client, auth, request, on_delta)
             )

@@ -2,7 +2,7 @@
 
 One :meth:`GoogleProvider.complete` is one ``models/{model}:streamGenerateContent?alt=sse`` call.
 The SDK keeps one connection pool per asyncio loop unless it is handed an HTTP client, so the
-provider hands it an ``httpx2.AsyncClient`` of its own, opened and closed around the call: that
+provider hands it the endpoint's pooled ``httpx2.AsyncClient`` (:class:`ModelClients`): that
 way it runs under trio (checked: streaming, errors and cancellation). The SDK's retries are
 off (``attempts=1``); ours apply.
 
@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
 
 import httpx2
 from google import genai
@@ -28,6 +27,7 @@ from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelKeyMissing, ModelStreamMalformed
 
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._clients import ModelClients, lease
 from ._google_messages import to_gemini, to_gemini_tools
 from ._retry import (
     DEFAULT_BACKOFF,
@@ -45,7 +45,6 @@ KEY_VARS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
 DEFAULT_IDLE = 300.0
-CONNECT_TIMEOUT = 30.0
 
 _STOP_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
 
@@ -58,6 +57,7 @@ class GoogleProvider:
     with :class:`~greenroom.errors.ModelKeyMissing` before any request. The endpoint is
     ``config.base_url``, else ``GOOGLE_GEMINI_BASE_URL``, else Google's. Vertex AI (the
     ``project``/``location`` options or ``GOOGLE_GENAI_USE_VERTEXAI``) is not supported.
+    Clients: ``clients`` is the server's pool; without one, each call has a client of its own.
 
     Attributes:
         backoff: the retry policy for HTTP 429, 5xx and connection errors.
@@ -69,11 +69,13 @@ class GoogleProvider:
         config: ModelConfig,
         *,
         env: Mapping[str, str] = os.environ,
+        clients: ModelClients | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         idle: float | None = DEFAULT_IDLE,
     ) -> None:
         self.config = config
         self.base_url = config.base_url or env.get(BASE_URL_VAR, "").strip() or DEFAULT_BASE_URL
+        self._clients = clients
         self.key_vars = (config.token_key,) if config.token_key else KEY_VARS
         self.vertex = bool({"project", "location"} & set(config.provider_opts)) or bool(
             env.get("GOOGLE_GENAI_USE_VERTEXAI", "").strip()
@@ -97,18 +99,6 @@ class GoogleProvider:
             f"{' or '.join(self.key_vars)}"
         )
 
-    @asynccontextmanager
-    async def _client(self, key: str) -> AsyncIterator[genai.Client]:
-        """The SDK client for one call, over an HTTP client of ours (the one place made)."""
-        timeout = httpx2.Timeout(None, connect=CONNECT_TIMEOUT)
-        async with httpx2.AsyncClient(timeout=timeout) as http:
-            options = types.HttpOptions(
-                base_url=self.base_url,
-                httpx_async_client=http,
-                retry_options=types.HttpRetryOptions(attempts=1),
-            )
-            yield genai.Client(api_key=key, vertexai=False, http_options=options)
-
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         """Stream one answer; see the class docstring for keys, retries and limits.
 
@@ -120,7 +110,7 @@ class GoogleProvider:
             ModelError: any other failure (HTTP status, connection, a blocked prompt).
         """
         key = self._key(request.model.ref)
-        async with self._client(key) as client:
+        async with lease(self._clients, lambda c: c.google(self.base_url, key)) as client:
             return await with_retries(
                 self.backoff, lambda: self._attempt(client, request, on_delta)
             )

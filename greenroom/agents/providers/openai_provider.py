@@ -1,7 +1,7 @@
 """Any OpenAI-compatible Chat Completions endpoint, through the official ``openai`` SDK.
 
 One :meth:`OpenAIProvider.complete` is one streamed ``POST {base_url}/chat/completions`` (with
-``stream_options.include_usage``), in a client opened and closed around the call. Content
+``stream_options.include_usage``) on the endpoint's pooled client (:class:`ModelClients`). Content
 deltas become :class:`TextDelta`; a ``reasoning_content`` or ``reasoning`` field on a delta
 (DeepSeek, vLLM, Ollama, OpenRouter) becomes :class:`ReasoningDelta`; tool-call fragments are
 joined by their ``index``.
@@ -27,6 +27,7 @@ from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelStreamMalformed
 
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._clients import ModelClients, lease
 from ._keys import read_key
 from ._openai_messages import to_openai_messages, to_openai_tools
 from ._retry import (
@@ -66,6 +67,9 @@ class OpenAIProvider:
     SDKs do: it points a whole team at a gateway or a local server), else OpenAI's API. An
     endpoint from ``OPENAI_BASE_URL`` counts as custom for the key rule above.
 
+    Clients: ``clients`` is the server's pool (one client per endpoint and key, kept alive
+    across calls); without one, each call opens and closes a client of its own.
+
     Attributes:
         backoff: the retry policy for HTTP 429, 5xx and connection errors.
         idle: seconds without any data from the server before the call fails with
@@ -77,6 +81,7 @@ class OpenAIProvider:
         config: ModelConfig,
         *,
         env: Mapping[str, str] = os.environ,
+        clients: ModelClients | None = None,
         require_key: bool | None = None,
         default_key_var: str = DEFAULT_KEY_VAR,
         backoff: Backoff = DEFAULT_BACKOFF,
@@ -92,6 +97,7 @@ class OpenAIProvider:
         self.backoff = backoff
         self.idle = idle
         self._env = env
+        self._clients = clients
 
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         """Stream one answer; see the class docstring for keys, retries and limits.
@@ -105,7 +111,7 @@ class OpenAIProvider:
         """
         ref = request.model.ref
         key = read_key(self._env, self.key_var, required=self.require_key, ref=ref)
-        async with openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0) as client:
+        async with lease(self._clients, lambda c: c.openai(self.base_url, key)) as client:
             return await with_retries(
                 self.backoff, lambda: self._attempt(client, request, on_delta)
             )
