@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="an MCP tool call that takes longer is a tool error (default 300)",
     )
+    serve.add_argument(
+        "--no-titles",
+        action="store_true",
+        help="never ask a model for a session title (an agent file can also turn titles off "
+        "with runtime: {titles: false})",
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
@@ -245,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mcp_oauth_redirect_uri=args.mcp_oauth_redirect_uri,
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_call_timeout=args.mcp_call_timeout,
+        titles=not args.no_titles,
         tune_gc=True,
         access_log=args.log_level == "debug",
         retention=retention,

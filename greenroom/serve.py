@@ -95,6 +95,7 @@ class ServeConfig:
     graceful_timeout: float = 5.0
     keep_alive_timeout: float = 5.0  # idle connections, and request headers, must not take longer
     max_connections_per_client: int = 128  # open requests/streams/WebSockets per address; 0: any
+    titles: bool = True  # False: no session title is asked of a model (--no-titles)
     tune_gc: bool = False  # process-wide GC settings: for the CLI's own process only
     access_log: bool = False  # a log line per request (greenroom serve --log-level debug)
     retention: RetentionPolicy = attrs.field(factory=RetentionPolicy)  # token deltas kept
@@ -275,6 +276,7 @@ def runtime_factory(
         data_dir=data_dir(cfg),
         confirmation_timeout=cfg.confirmation_timeout,
         mcp=mcp,
+        titles=cfg.titles,
         clients=clients,
     )
 

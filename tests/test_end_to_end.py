@@ -47,10 +47,12 @@ class Running:
 
 
 @asynccontextmanager
-async def serving(agent_file: Path, db: Path) -> AsyncIterator[Running]:
+async def serving(agent_file: Path, db: Path, **options: Any) -> AsyncIterator[Running]:
     """``serve`` on 127.0.0.1:0 over ``agent_file`` and ``db``; stopped on exit."""
     async with trio.open_nursery() as nursery:
-        cfg = ServeConfig(agent_paths=(str(agent_file),), port=0, db=str(db), graceful_timeout=1)
+        cfg = ServeConfig(
+            agent_paths=(str(agent_file),), port=0, db=str(db), graceful_timeout=1, **options
+        )
         url: str = await nursery.start(serve, cfg)
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             yield Running(client, url)
@@ -245,8 +247,10 @@ async def test_openai_turn_over_sse_with_title_usage_and_stored_history(
                     "role": "user",
                     "content": "Plan a weekend in Lisbon",
                 }
+                assert "max_tokens" not in turn.json
                 (title,) = title_requests(fake)
                 assert "Plan a weekend in Lisbon" in json.dumps(title.json)
+                assert title.json["max_tokens"] == 20  # the title's cap is on the wire
 
             # The SQLite file kept it all: a new server on the same database serves it back.
             async with serving(agent, db) as server:
@@ -304,7 +308,9 @@ async def test_anthropic_turn_over_sse_with_title_and_usage(
                 assert turn.json["stream"] is True
                 assert turn.json["messages"][-1]["role"] == "user"
                 assert "What to pack for Bergen?" in json.dumps(turn.json["messages"][-1])
-                assert len(title_requests(fake)) == 1
+                (title,) = title_requests(fake)
+                assert title.json["max_tokens"] == 20
+                assert turn.json["max_tokens"] != 20
             nursery.cancel_scope.cancel()
 
 
@@ -386,6 +392,25 @@ async def test_sessions_share_one_kept_alive_connection_to_the_model(
                         assert frames[-1].data["reason"] == "normal"
             assert len(fake.requests) == 6
             assert len({r.client for r in fake.requests}) == 1
+            nursery.cancel_scope.cancel()
+
+
+async def test_no_title_request_when_the_server_turns_titles_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_VAR, KEY)
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            fake: fo.FakeOpenAI = await nursery.start(fo.FakeOpenAI().serve)
+            fake.default = fo.text_reply("No", " title")
+            agent = write_agent(tmp_path, "untitled", openai_model(fake))
+            async with serving(agent, tmp_path / "db.sqlite3", titles=False) as server:
+                session_id = await create_session(server.client)
+                for _ in range(2):
+                    await run_turn(server.client, session_id, "untitled", "hello")
+                assert len(turn_requests(fake)) == 2
+                assert title_requests(fake) == []
+                assert (await get_session(server.client, session_id))["title"] == ""
             nursery.cancel_scope.cancel()
 
 

@@ -217,7 +217,14 @@ async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
     turn.send = send
     actor.start_turn(turn)
     title = actor.session.title
-    needs_title = not title and texts and actor.title_generator is not None
+    # One title request per session: none while one is under way or after one was made.
+    needs_title = (
+        not title
+        and texts
+        and actor.title_generator is not None
+        and actor.title_scope is None
+        and not actor.title_requested
+    )
     assert actor.nursery is not None
     actor.nursery.start_soon(run_turn, actor, turn, runtime, "" if needs_title else title)
     if needs_title and actor.title_generator is not None:

@@ -101,6 +101,7 @@ class SessionActor:
         self.state = StreamState.IDLE
         self.turn: Turn | None = None
         self.title_scope: trio.CancelScope | None = None
+        self.title_requested = False  # a title was asked of a model (asked once per actor)
         # A list, not a deque: it is nearly always empty, and an empty deque costs ~700 bytes.
         self.guard_queue: list[GuardTicket] = []
         self.injector: FollowUpInjector | None = None

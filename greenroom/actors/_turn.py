@@ -199,14 +199,16 @@ async def generate_title(
     """The title task: may finish after the turn's stream closed; never overwrites a title.
 
     It waits until the model answered (or the turn ended): a turn that failed before any answer
-    (no key, an unknown model, a provider error) gets no title attempt. A failed attempt logs
-    one line.
+    (no key, an unknown model, a provider error) gets no title attempt, and a later turn may
+    try. Once a title was asked of a model, the actor asks no more (one title request per
+    session, even when it failed or answered nothing usable). A failed attempt logs one line.
     """
     await turn.settled.wait()
     if turn.failed and not turn.answered:
         log.info("session %s: no title, the turn failed before the model answered", actor.id)
         return
     title = ""
+    actor.title_requested = True
     with trio.move_on_after(budget):
         try:
             title = (await generator.generate(texts)).strip()

@@ -100,6 +100,8 @@ class AgentFile:
     permissions: Permissions | None = None
     safety: str = ""
     """``runtime.safety``: the file-wide default safety policy (an agent's ``safety`` wins)."""
+    titles: bool = True
+    """``runtime.titles``: whether its sessions get a title written by a model."""
     version: str = ""
     warnings: tuple[str, ...] = ()
     providers: Mapping[str, CustomProvider] = attrs.field(factory=_frozen, converter=_frozen)
@@ -227,8 +229,13 @@ def agent_file_to_json(config: AgentFile) -> dict[str, Any]:
         }
     if config.models:
         out["models"] = {name: _model_json(m) for name, m in config.models.items()}
+    runtime: dict[str, Any] = {}
     if config.safety:
-        out["runtime"] = {"safety": config.safety}
+        runtime["safety"] = config.safety
+    if not config.titles:
+        runtime["titles"] = False
+    if runtime:
+        out["runtime"] = runtime
     if config.permissions is not None:
         out["permissions"] = {
             "allow": list(config.permissions.allow),

@@ -44,6 +44,8 @@ class LocalRuntimeFactory:
         confirmation_timeout: seconds a tool confirmation waits before it is rejected
             (None: no timeout).
         mcp: how MCP servers are run (timeouts, OAuth flows and redirect URI, ``docker``).
+        titles: False: no session gets a title written by a model (``greenroom serve
+            --no-titles``); an agent file can also turn them off (``runtime.titles``).
         clients: the model endpoints' pooled HTTP clients, shared by every runtime this
             factory builds (its owner opens and closes it: ``serve`` does, around the
             registry); None: each model call opens a client of its own.
@@ -60,9 +62,11 @@ class LocalRuntimeFactory:
         data_dir: str | os.PathLike[str] | None = None,
         confirmation_timeout: float | None = None,
         mcp: McpSettings | None = None,
+        titles: bool = True,
         clients: ModelClients | None = None,
     ) -> None:
         self._sources = sources
+        self._titles = titles
         self._clients = clients
         # os.environ itself, not a copy: keys are read when each model call starts, so a key
         # set after the server started is used by the next run.
@@ -118,7 +122,9 @@ class LocalRuntimeFactory:
                 log.warning(
                     "session %s: model override %s=%r skipped: %s", session.id, name, ref, exc
                 )
-        titles = ModelTitleGenerator(runtime.title_models, provider_for)
+        titles = None
+        if self._titles and config.titles:
+            titles = ModelTitleGenerator(runtime.title_models, provider_for)
         return BuiltRuntime(runtime, titles, agent.safety or config.safety)
 
     def _auto_model(self) -> ModelConfig:

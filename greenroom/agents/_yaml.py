@@ -336,13 +336,18 @@ def _safety(c: Checker, mapping: Mapping[Any, Any], path: str) -> str | None:
     return _SAFETY_ALIASES.get(value, value)
 
 
-def _parse_runtime(c: Checker, raw: Any, line: int) -> str:
+def _parse_runtime(c: Checker, raw: Any, line: int) -> tuple[str, bool]:
+    """``runtime``: the file's default ``safety`` policy and whether sessions get ``titles``."""
     mapping = as_mapping(raw)
     if mapping is None:
         c.fail(line, "runtime", f"expected a mapping, got {kind_of(raw)}")
-        return ""
-    c.keys(mapping, {"safety"}, set(), "runtime")
-    return (_safety(c, mapping, "runtime") or "") if "safety" in mapping else ""
+        return "", True
+    c.keys(mapping, {"safety", "titles"}, set(), "runtime")
+    safety = (_safety(c, mapping, "runtime") or "") if "safety" in mapping else ""
+    titles = True
+    if "titles" in mapping:
+        titles = c.typed(mapping, "titles", "runtime", as_bool, "true or false") is not False
+    return safety, titles
 
 
 def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
@@ -397,9 +402,9 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     permissions = None
     if "permissions" in doc:
         permissions = _parse_permissions(c, doc["permissions"], line_of(doc, "permissions") or 1)
-    safety = ""
+    safety, titles = "", True
     if "runtime" in doc:
-        safety = _parse_runtime(c, doc["runtime"], line_of(doc, "runtime") or 1)
+        safety, titles = _parse_runtime(c, doc["runtime"], line_of(doc, "runtime") or 1)
     if c.problems:
         return None
     return AgentFile(
@@ -408,6 +413,7 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         models=models,
         permissions=permissions,
         safety=safety,
+        titles=titles,
         version=version,
         warnings=tuple(c.warning_lines()),
         providers=providers,

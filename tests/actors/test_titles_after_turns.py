@@ -131,3 +131,60 @@ async def test_titles_on_the_bundled_agent_without_a_key(
             await drain(stream)
         await trio.testing.wait_all_tasks_blocked()
         assert (await registry.get(session.id)).title == "What should I cook tonight with …"
+
+
+async def test_a_turn_while_the_title_is_under_way_asks_for_no_second_title(
+    autojump_clock: trio.testing.MockClock, registry: Registry, factory: FakeFactory
+) -> None:
+    factory.runtime = FakeRuntime(reply="Sure")
+    titles = GatedTitles("Trip planning")  # answers only when released
+    factory.titles = titles
+    session = await registry.create(Session.new())
+    await run_once(registry, session)
+    assert titles.calls == [["plan a trip"]]
+    await run_once(registry, session)  # the first title is still being written
+    await run_once(registry, session)
+    titles.release()
+    await trio.testing.wait_all_tasks_blocked()
+    assert titles.calls == [["plan a trip"]]
+    assert (await registry.get(session.id)).title == "Trip planning"
+
+
+class UnusableTitles:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, user_messages: list[str]) -> str:
+        self.calls += 1
+        await trio.lowlevel.checkpoint()
+        return "   "
+
+
+async def test_a_title_request_that_gave_nothing_usable_is_not_repeated(
+    autojump_clock: trio.testing.MockClock, registry: Registry, factory: FakeFactory
+) -> None:
+    factory.runtime = FakeRuntime(reply="Sure")
+    titles = UnusableTitles()
+    factory.titles = titles
+    session = await registry.create(Session.new())
+    for _ in range(3):
+        await run_once(registry, session)
+    assert titles.calls == 1
+    assert (await registry.get(session.id)).title == ""
+
+
+async def test_a_turn_that_failed_first_leaves_the_one_title_request_to_a_later_turn(
+    autojump_clock: trio.testing.MockClock, registry: Registry, factory: FakeFactory
+) -> None:
+    runtime = FakeRuntime(script=[ErrorEvent("no key", "missing_api_key", "")])
+    factory.runtime = runtime
+    titles = GatedTitles("Second try", gated=False)
+    factory.titles = titles
+    session = await registry.create(Session.new())
+    await run_once(registry, session)
+    assert titles.calls == []
+    runtime.script = [AgentChoice("Now it works", "root", "")]
+    await run_once(registry, session)
+    await run_once(registry, session)
+    assert titles.calls == [["plan a trip"]]
+    assert (await registry.get(session.id)).title == "Second try"

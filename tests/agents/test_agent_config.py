@@ -376,3 +376,12 @@ def test_mcps_and_handoffs_are_checked(text: str, problem: str) -> None:
     with pytest.raises(AgentConfigError) as caught:
         parse_agent_file(text, "agent.yaml")
     assert any(problem in line for line in caught.value.problems), caught.value.problems
+
+
+def test_runtime_titles_turns_titles_off_and_must_be_a_boolean() -> None:
+    assert parse("agents:\n  root: {model: openai/a}\n").titles
+    off = parse("agents:\n  root: {model: openai/a}\nruntime:\n  titles: false\n")
+    assert not off.titles
+    assert problems("agents:\n  root: {model: openai/a}\nruntime:\n  titles: sometimes\n") == [
+        "agent.yaml:4: runtime.titles: expected true or false, got string 'sometimes'"
+    ]

@@ -77,6 +77,22 @@ async def test_title_generator_uses_the_agents_title_model(sources) -> None:
     assert provider.requests[0].model.ref == "openai/titles"
 
 
+async def test_titles_can_be_turned_off_by_the_server_or_by_the_agent_file(
+    sources, tmp_path: Path
+) -> None:
+    provider = FakeProvider(text("A title"))
+    off = await factory(sources, provider, titles=False).build("team", "planner", Session.new())
+    assert off.title_generator is None
+    (tmp_path / "quiet.yaml").write_text(
+        "agents:\n  root: {model: openai/a}\nruntime:\n  titles: false\n"
+    )
+    quiet = AgentSources.from_paths([tmp_path / "quiet.yaml"])
+    built = await factory(quiet, provider).build("quiet", "", Session.new())
+    assert built.title_generator is None
+    assert quiet.get_json("quiet")["runtime"] == {"titles": False}
+    assert provider.requests == []
+
+
 async def test_auto_is_resolved_by_the_factory(sources) -> None:
     provider = FakeProvider(text("from auto"))
     auto = ModelConfig(name="auto", provider="fake", model="resolved")
