@@ -1,10 +1,12 @@
 """Any OpenAI-compatible Chat Completions endpoint, through the official ``openai`` SDK.
 
 One :meth:`OpenAIProvider.complete` is one streamed ``POST {base_url}/chat/completions`` (with
-``stream_options.include_usage``) on the endpoint's pooled client (:class:`ModelClients`). Content
-deltas become :class:`TextDelta`; a ``reasoning_content`` or ``reasoning`` field on a delta
-(DeepSeek, vLLM, Ollama, OpenRouter) becomes :class:`ReasoningDelta`; tool-call fragments are
-joined by their ``index``.
+``stream_options.include_usage``) on the endpoint's pooled client (:class:`ModelClients`). The
+SDK sends the request and turns HTTP and connection failures into its exceptions; the stream's
+body is decoded here (``_openai_stream``, msgspec), not by the SDK's per-chunk pydantic models.
+Content deltas become :class:`TextDelta`; a ``reasoning_content`` or ``reasoning`` field on a
+delta (DeepSeek, vLLM, Ollama, OpenRouter) becomes :class:`ReasoningDelta`; tool-call fragments
+are joined by their ``index``.
 
 Usage follows Anthropic's convention: ``input_tokens`` excludes cached prompt tokens, which are
 counted in ``cached_input_tokens``; ``output_tokens`` includes ``reasoning_tokens``.
@@ -12,16 +14,13 @@ counted in ``cached_input_tokens``; ``output_tokens`` includes ``reasoning_token
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx2
 import openai
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import ChoiceDelta
+import trio
 
 from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelStreamMalformed
@@ -30,6 +29,7 @@ from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
 from ._clients import ModelClients, lease
 from ._keys import read_key
 from ._openai_messages import to_openai_messages, to_openai_tools
+from ._openai_stream import Chunk, ChunkReader, ChunkUsage, StreamMalformed
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -46,6 +46,11 @@ DEFAULT_KEY_VAR = "OPENAI_API_KEY"
 BASE_URL_VAR = "OPENAI_BASE_URL"
 DEFAULT_IDLE = 300.0
 """Seconds a stream may stay silent (also while waiting for the response headers)."""
+CLOSE_BUDGET = 5.0
+"""Seconds closing a response may take (shielded: a cancelled call still lets go of it)."""
+DRAIN = 0.1
+"""Seconds spent reading what follows ``[DONE]`` (the body's end, so the kept-alive connection
+can serve the next call); a server still sending after it costs that connection, not the call."""
 
 
 class OpenAIProvider:
@@ -122,48 +127,63 @@ class OpenAIProvider:
         ref = request.model.ref
         asm = StreamAssembly(on_delta)
         try:
-            stream = await self._open(client, request)
+            response = await self._open(client, request)
         except openai.APIError as exc:
             raise self._failure(exc, ref, started=False, emitted=False) from exc
-        async with stream:
-            events = aiter(stream)
-            while True:
+        reader = ChunkReader()
+        try:
+            pieces = aiter(response.aiter_bytes())
+            while not reader.done:
                 try:
-                    chunk = await next_within(events, self.idle, ref)
-                except openai.APIError as exc:
-                    raise self._failure(exc, ref, started=True, emitted=asm.emitted) from exc
+                    data = await next_within(pieces, self.idle, ref)
                 except httpx2.TransportError as exc:
-                    # The SDK leaves some mid-stream network errors unwrapped.
                     raise transport_failure(exc, ref, self.base_url, emitted=asm.emitted) from exc
-                except json.JSONDecodeError as exc:
-                    raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
-                if chunk is None:
+                if data is None:
                     break
-                await _apply(chunk, asm, ref)
+                try:
+                    chunks = reader.feed(data)
+                except StreamMalformed as exc:
+                    raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
+                for chunk in chunks:
+                    await _apply(chunk, asm, ref)
+            if reader.done:
+                await _drain(pieces)
+        finally:
+            with trio.move_on_after(CLOSE_BUDGET, shield=True):
+                await response.aclose()
         if not asm.stop_reason:
             raise ModelStreamMalformed(f"{ref}: the stream ended before the model finished")
         return asm.response()
 
-    async def _open(
-        self, client: openai.AsyncOpenAI, request: ModelRequest
-    ) -> openai.AsyncStream[ChatCompletionChunk]:
+    async def _open(self, client: openai.AsyncOpenAI, request: ModelRequest) -> httpx2.Response:
+        """Send the request; the SDK has checked the status when this returns (its exceptions
+        for an error status or a failed connection), and the body is unread."""
         model = request.model
         max_tokens = request.max_tokens or model.max_tokens
-        # The official API wants max_completion_tokens (o-series refuse max_tokens); compatible
-        # servers mostly know only max_tokens.
-        official = self.base_url == DEFAULT_BASE_URL
+        body: dict[str, Any] = {
+            "model": model.model,
+            "messages": to_openai_messages(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         tools = to_openai_tools(request.tools)
+        if tools:
+            body["tools"] = tools
+        if model.temperature is not None:
+            body["temperature"] = model.temperature
+        if max_tokens:
+            # The official API wants max_completion_tokens (o-series refuse max_tokens);
+            # compatible servers mostly know only max_tokens.
+            official = self.base_url == DEFAULT_BASE_URL
+            body["max_completion_tokens" if official else "max_tokens"] = max_tokens
+        streaming: bool = True  # with cast_to=httpx2.Response: the raw, unread response
         with idle_limit(self.idle, model.ref):
-            return await client.chat.completions.create(
-                model=model.model,
-                messages=to_openai_messages(request.messages),
-                stream=True,
-                stream_options={"include_usage": True},
-                tools=tools if tools else openai.omit,
-                temperature=model.temperature if model.temperature is not None else openai.omit,
-                max_tokens=max_tokens if max_tokens and not official else openai.omit,
-                max_completion_tokens=max_tokens if max_tokens and official else openai.omit,
+            response = await client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response, stream=streaming
             )
+            assert isinstance(response, httpx2.Response)
+            return response
+        raise AssertionError("unreachable: idle_limit raises when it cancels")
 
     def _failure(
         self, exc: openai.APIError, ref: str, *, started: bool, emitted: bool
@@ -184,49 +204,54 @@ class OpenAIProvider:
         return ModelError(f"{ref}: {_detail(exc)}")
 
 
-async def _apply(chunk: ChatCompletionChunk, asm: StreamAssembly, ref: str) -> None:
+async def _apply(chunk: Chunk, asm: StreamAssembly, ref: str) -> None:
+    if chunk.error is not None:  # an error object sent inside the stream (OpenRouter, ...)
+        raise ModelError(f"{ref}: {_stream_error(chunk.error)}")
     try:
         reasoning, text = _read_chunk(chunk, asm)
     except (AttributeError, TypeError, ValueError) as exc:
         raise ModelStreamMalformed(f"{ref}: unexpected stream chunk: {exc}") from exc
-    await asm.reasoning(reasoning)
-    await asm.text(text)
+    if reasoning:
+        await asm.reasoning(reasoning)
+    if text:
+        await asm.text(text)
 
 
-def _read_chunk(chunk: ChatCompletionChunk, asm: StreamAssembly) -> tuple[str, str]:
+def _read_chunk(chunk: Chunk, asm: StreamAssembly) -> tuple[str, str]:
     """Record the chunk's tool calls, usage and finish reason; return its reasoning and text."""
     if chunk.model:
         asm.model = chunk.model
     if chunk.usage is not None:
         asm.usage = _usage(chunk.usage)
-    reasoning, text = [], []
-    for choice in chunk.choices:
-        if getattr(choice, "index", 0) != 0:  # only one choice is asked for (n=1)
+    reasoning = text = ""
+    for choice in chunk.choices or ():
+        if choice.index not in (0, None):  # only one choice is asked for (n=1)
             continue
         if choice.finish_reason:
             asm.stop_reason = choice.finish_reason
-        delta = cast("ChoiceDelta | None", choice.delta)  # some servers send "delta": null
+        delta = choice.delta  # some servers send "delta": null
         if delta is None:
             continue
         for position, call in enumerate(delta.tool_calls or ()):
             function = call.function
-            index = getattr(call, "index", None)  # a few servers leave it out
+            index = call.index  # a few servers leave it out
+            arguments = function.arguments if function is not None else None
             asm.tool_fragment(
                 index if isinstance(index, int) else position,
-                call_id=call.id,
-                name=function.name if function else None,
-                arguments=(function.arguments or "") if function else "",
+                call_id=call.id if isinstance(call.id, str) else None,
+                name=function.name if function is not None and function.name else None,
+                arguments=arguments if isinstance(arguments, str) else "",
             )
-        for field in ("reasoning_content", "reasoning"):
-            value = getattr(delta, field, None)
+        for value in (delta.reasoning_content, delta.reasoning):
             if isinstance(value, str) and value:
-                reasoning.append(value)
+                reasoning += value
                 break
-        text.append(delta.content or "")
-    return "".join(reasoning), "".join(text)
+        if delta.content:
+            text += delta.content
+    return reasoning, text
 
 
-def _usage(usage: CompletionUsage) -> Usage:
+def _usage(usage: ChunkUsage) -> Usage:
     prompt = usage.prompt_tokens_details
     completion = usage.completion_tokens_details
     cached = (prompt.cached_tokens or 0) if prompt else 0
@@ -237,6 +262,22 @@ def _usage(usage: CompletionUsage) -> Usage:
         cached_write_tokens=(prompt.cache_write_tokens or 0) if prompt else 0,
         reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
     )
+
+
+def _stream_error(error: Any) -> str:
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return "An error occurred during streaming"
+
+
+async def _drain(pieces: AsyncIterator[bytes]) -> None:
+    """Read the body's end after ``[DONE]`` so the connection can be kept (bounded)."""
+    with trio.move_on_after(DRAIN):
+        try:
+            async for _ in pieces:
+                pass
+        except httpx2.TransportError:
+            pass  # the answer is complete; only the connection is lost
 
 
 def _detail(exc: openai.APIError) -> str:
