@@ -16,6 +16,9 @@ PING = b": ping\n\n"
 # Frames already waiting are written as one chunk: one trip through quart, hypercorn and the
 # kernel per batch instead of per event (most of the server's CPU per token otherwise).
 BATCH = 64
+# After a write, a stream waits this long before the next one, so that the events a fast
+# model streams meanwhile go out together. The first event after a pause goes out at once.
+FLUSH_INTERVAL = 0.002
 
 
 def frame(entry: LogEntry) -> bytes:
@@ -29,6 +32,7 @@ async def run_events(stream: RunStream) -> AsyncIterator[bytes]:
     try:
         async for entry in stream:
             yield b"".join([frame(entry), *map(frame, stream.ready(BATCH))])
+            await trio.sleep(FLUSH_INTERVAL)
     finally:
         stream.close()
 
@@ -52,5 +56,6 @@ async def log_events(
                 yield PING
             else:
                 yield b"".join([frame(entry), *map(frame, subscription.ready(BATCH))])
+                await trio.sleep(FLUSH_INTERVAL)
     finally:
         subscription.close()

@@ -1,0 +1,45 @@
+"""SSE bodies write the events that wait as one chunk, and pause FLUSH_INTERVAL between writes.
+
+Mock clock (autojump): the producer's timing is virtual, so the chunks are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import trio
+import trio.testing
+
+from greenroom.actors import LogEntry, RunStream
+from greenroom.domain import AgentChoice
+from greenroom.transport._sse import FLUSH_INTERVAL, frame, run_events
+
+
+def entry(n: int) -> LogEntry:
+    return LogEntry.of(n, AgentChoice(f"t{n}", "root", "s"))
+
+
+async def test_a_fast_stream_is_written_in_batches_and_the_first_event_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    send, receive = trio.open_memory_channel[LogEntry](64)
+    chunks: list[tuple[float, bytes]] = []
+
+    async def produce() -> None:
+        async with send:
+            await send.send(entry(1))  # alone: written at once
+            for n in range(2, 12):  # a token every FLUSH_INTERVAL / 5
+                await trio.sleep(FLUSH_INTERVAL / 5)
+                await send.send(entry(n))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            start = trio.current_time()
+            async for chunk in run_events(RunStream(receive)):
+                chunks.append((trio.current_time() - start, chunk))
+    assert chunks[0] == (0.0, frame(entry(1)))
+    assert b"".join(c for _, c in chunks) == b"".join(frame(entry(n)) for n in range(1, 12))
+    assert len(chunks) <= 4, "ten events over two intervals go out in a few writes"
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(chunks)]
+    assert all(gap >= FLUSH_INTERVAL for gap in gaps)
