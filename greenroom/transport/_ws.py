@@ -2,7 +2,9 @@
 
 Client frames are ``{"id": ..., "op": ..., <fields>}``; replies ``{"id", "ok": true, "result"}``
 or ``{"id", "ok": false, "error": {"status", "code", "message"}}``; events
-``{"session_id", "seq", "event"}`` (with ``"run": <id>`` for events of a ``run`` op). All
+``{"session_id", "seq", "event"}`` (with ``"run": <id>`` for events of a ``run`` op), or, for a
+``run`` or ``subscribe`` that asked ``"batch": true``, ``{"session_id", "events": [{"seq",
+"event"}, ...]}``: the events that were waiting, in one frame (and one write). All
 outgoing frames go through one bounded queue: a client that cannot keep up is closed with 1013
 and resumes by resubscribing with ``since``. Bad frames get an error reply, never a hang-up.
 """
@@ -26,6 +28,7 @@ from ._errors import map_error
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
+from ._sse import BATCH, FLUSH_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -186,30 +189,43 @@ class Connection:
             headers["idempotency-key"] = parse_name(
                 _text(frame, "idempotency_key"), "$.idempotency_key"
             )
+        batch = _batch(frame) if op.stream else False
         body: Any = None
         if op.body is not None:
             skip = _FRAME_KEYS | set(params) | set(query) | {"agent_name", "idempotency_key"}
+            skip |= {"batch"} if op.stream else set()
             body = parse({k: v for k, v in frame.items() if k not in skip}, op.body)
         client = f"websocket {websocket.remote_addr or '?'}"
         result = await op.handler(self.ctx, Request(params, query, headers, body, client))
         if op.stream:
-            await self._stream_run(frame_id, params["session_id"], result)
+            await self._stream_run(frame_id, params["session_id"], result, batch)
             return
         assert isinstance(result, Reply)
         self.reply(frame_id, result.body)
 
-    async def _stream_run(self, frame_id: Any, session_id: str, stream: RunStream) -> None:
+    async def _stream_run(
+        self, frame_id: Any, session_id: str, stream: RunStream, batch: bool
+    ) -> None:
         self.reply(frame_id, {"streaming": True})
         run = json.dumps(frame_id)
         left_to_subscription = 0
         try:
             async for entry in stream:
+                entries = [entry, *stream.ready(BATCH)] if batch else [entry]
                 # Sent once per connection: while this connection is subscribed to the session,
                 # its sequenced events come on the subscription (without a "run" key).
-                if entry.seq and session_id in self._subscriptions:
-                    left_to_subscription = entry.seq
+                if session_id in self._subscriptions:
+                    for e in entries:
+                        if e.seq:
+                            left_to_subscription = e.seq
+                    entries = [e for e in entries if not e.seq]
+                if not entries:
                     continue
-                self.send(event_frame(session_id, entry, run=run))
+                if batch:
+                    self.send(events_frame(session_id, entries, run=run))
+                    await trio.sleep(FLUSH_INTERVAL)  # what streams meanwhile goes together
+                else:
+                    self.send(event_frame(session_id, entries[0], run=run))
         finally:
             stream.close()
         # The subscription sends an event once it is committed, a little after the run stream
@@ -227,6 +243,7 @@ class Connection:
         since = frame.get("since")
         if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
             raise InvalidRequest("$.since: expected integer", path="$.since")
+        batch = _batch(frame)
         subscription = await self.ctx.registry.subscribe(session_id, since)
         previous = self._subscriptions.pop(session_id, None)
         if previous is not None:
@@ -235,21 +252,29 @@ class Connection:
         self._subscriptions[session_id] = scope
         self.reply(frame_id, {"subscribed": session_id})
         assert self._nursery is not None
-        self._nursery.start_soon(self._pump, session_id, subscription, scope)
+        self._nursery.start_soon(self._pump, session_id, subscription, scope, batch)
 
     async def _pump(
-        self, session_id: str, subscription: Subscription, scope: trio.CancelScope
+        self, session_id: str, subscription: Subscription, scope: trio.CancelScope, batch: bool
     ) -> None:
         reason = "unsubscribed"
         with subscription, scope:
             exited = False
             async for entry in subscription:
-                self.send(event_frame(session_id, entry))
+                entries = [entry, *subscription.ready(BATCH)] if batch else [entry]
+                if batch:
+                    self.send(events_frame(session_id, entries))
+                else:
+                    self.send(event_frame(session_id, entry))
+                entry = entries[-1]
                 exited = entry.type == "session_exited"  # no parse of a replayed entry
-                if entry.seq:
-                    self._sent_seq[session_id] = entry.seq
+                sequenced = [e.seq for e in entries if e.seq]
+                if sequenced:
+                    self._sent_seq[session_id] = sequenced[-1]
                     self._sent.set()
                     self._sent = trio.Event()
+                if batch and not exited:
+                    await trio.sleep(FLUSH_INTERVAL)
             reason = "session_exited" if exited else "dropped"
         if self._subscriptions.get(session_id) is scope:
             del self._subscriptions[session_id]
@@ -272,6 +297,23 @@ def event_frame(session_id: str, entry: LogEntry, *, run: str | None = None) -> 
     if run is not None:
         head += f'"run":{run},'
     return f'{head}"seq":{entry.seq},"event":{entry.data.decode()}}}'
+
+
+def events_frame(session_id: str, entries: list[LogEntry], *, run: str | None = None) -> str:
+    """One frame holding ``entries`` (a ``batch`` run or subscription), each as in
+    :func:`event_frame` without the session and run, which the frame carries once."""
+    head = f'{{"session_id":{json.dumps(session_id)},'
+    if run is not None:
+        head += f'"run":{run},'
+    events = ",".join(f'{{"seq":{e.seq},"event":{e.data.decode()}}}' for e in entries)
+    return f'{head}"events":[{events}]}}'
+
+
+def _batch(frame: dict[str, Any]) -> bool:
+    value = frame.get("batch", False)
+    if not isinstance(value, bool):
+        raise InvalidRequest("$.batch: expected boolean", path="$.batch")
+    return value
 
 
 def _param(frame: dict[str, Any], key: str) -> str:

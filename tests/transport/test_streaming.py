@@ -467,6 +467,50 @@ async def test_ws_run_streams_events_then_end(live: Live) -> None:
         assert live.env.factory.builds == [(AGENT, "", sid)]
 
 
+async def ws_batched_until(
+    ws: WSClient, sid: str, stop_type: str, *, run: str | None = None
+) -> list[dict[str, Any]]:
+    """The events of ``batch`` frames (each frame's ``events`` in order) up to ``stop_type``."""
+    out: list[dict[str, Any]] = []
+
+    def batch_frame(frame: dict[str, Any]) -> bool:
+        return frame.get("session_id") == sid and "events" in frame and frame.get("run") == run
+
+    with trio.fail_after(10):
+        while True:
+            frame = await ws.wait_for(batch_frame)
+            assert frame["events"], "a batch frame holds at least one event"
+            out += frame["events"]
+            if out[-1]["event"]["type"] == stop_type:
+                return out
+
+
+async def test_ws_batch_run_and_subscription_carry_the_same_events(live: Live) -> None:
+    async with http(live) as client, ws_client(live) as ws:
+        sid = (await ws.result("create"))["id"]
+        run_id = await ws.send(
+            {"op": "run", "session_id": sid, "agent": AGENT, "batch": True, **user_body("hi")}
+        )
+        assert (await ws.reply(run_id))["ok"] is True
+        events = await ws_batched_until(ws, sid, "stream_stopped", run=run_id)
+        assert [e["event"]["type"] for e in events] == TYPES
+        assert [e["seq"] for e in events] == [1, 2, 3, 4]
+        end = await ws.wait_for(lambda f: f.get("end") is True)
+        assert end == {"session_id": sid, "run": run_id, "end": True}
+        assert [f for f in ws.pending if "event" in f] == []  # nothing came unbatched
+
+        assert await ws.result("subscribe", session_id=sid, batch=True) == {"subscribed": sid}
+        replay = await ws_batched_until(ws, sid, "stream_stopped")
+        assert [e["seq"] for e in replay] == [1, 2, 3, 4]
+        await _second_run(client, sid)
+        tail = await ws_batched_until(ws, sid, "stream_stopped")
+        assert [e["seq"] for e in tail] == [5, 6, 7, 8]
+
+        for op in ("run", "subscribe"):
+            bad = await ws.call(op, session_id=sid, agent=AGENT, batch="yes", **user_body("x"))
+            assert bad["error"]["status"] == 400 and bad["error"]["path"] == "$.batch"
+
+
 @pytest.mark.parametrize("runtime_options", [{"script": list(SCRIPT), "hold": True}])
 async def test_ws_steer_and_followup(live: Live) -> None:
     runtime = live.env.runtime

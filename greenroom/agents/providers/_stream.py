@@ -114,6 +114,33 @@ def idle_limit(idle: float | None, ref: str) -> Iterator[None]:
         raise ModelTimeout(f"{ref}: no data from the model for {idle:g}s")
 
 
+class IdleClock:
+    """The deadline of :func:`idle_watch`: ``pause`` while the caller is busy with what arrived
+    (a slow client is not a silent model), ``restart`` before waiting for more."""
+
+    def __init__(self, scope: trio.CancelScope, idle: float | None) -> None:
+        self._scope = scope
+        self._idle = math.inf if idle is None else idle
+
+    def pause(self) -> None:
+        self._scope.deadline = math.inf
+
+    def restart(self) -> None:
+        self._scope.deadline = trio.current_time() + self._idle
+
+
+@contextlib.contextmanager
+def idle_watch(idle: float | None, ref: str) -> Iterator[IdleClock]:
+    """One cancel scope for a whole stream whose deadline moves (cheaper per read than a
+    :func:`idle_limit` each); raises ModelTimeout when the model was silent for ``idle``."""
+    with trio.CancelScope() as scope:
+        clock = IdleClock(scope, idle)
+        clock.restart()
+        yield clock
+    if scope.cancelled_caught:
+        raise ModelTimeout(f"{ref}: no data from the model for {idle:g}s")
+
+
 async def next_within(events: AsyncIterator[T], idle: float | None, ref: str) -> T | None:
     """The next stream event, or None at the end of the stream.
 

@@ -39,7 +39,7 @@ from ._retry import (
     transport_failure,
     with_retries,
 )
-from ._stream import StreamAssembly, idle_limit, next_within
+from ._stream import StreamAssembly, idle_limit, idle_watch
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_VAR = "OPENAI_API_KEY"
@@ -133,19 +133,23 @@ class OpenAIProvider:
         reader = ChunkReader()
         try:
             pieces = aiter(response.aiter_bytes())
-            while not reader.done:
-                try:
-                    data = await next_within(pieces, self.idle, ref)
-                except httpx2.TransportError as exc:
-                    raise transport_failure(exc, ref, self.base_url, emitted=asm.emitted) from exc
-                if data is None:
-                    break
-                try:
-                    chunks = reader.feed(data)
-                except StreamMalformed as exc:
-                    raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
-                for chunk in chunks:
-                    await _apply(chunk, asm, ref)
+            with idle_watch(self.idle, ref) as clock:
+                while not reader.done:
+                    try:
+                        data = await anext(pieces, None)
+                    except httpx2.TransportError as exc:
+                        emitted = asm.emitted
+                        raise transport_failure(exc, ref, self.base_url, emitted=emitted) from exc
+                    if data is None:
+                        break
+                    clock.pause()
+                    try:
+                        chunks = reader.feed(data)
+                    except StreamMalformed as exc:
+                        raise ModelStreamMalformed(f"{ref}: a stream event is not JSON") from exc
+                    for chunk in chunks:
+                        await _apply(chunk, asm, ref)
+                    clock.restart()
             if reader.done:
                 await _drain(pieces)
         finally:
