@@ -45,6 +45,9 @@ from greenroom.persistence import EventReader, EventRow, Lease, StoredEvent, Wri
 log = logging.getLogger(__name__)
 
 DEFAULT_CAPACITY = 1024
+IDLE_RING = 16
+"""Committed entries a stored log keeps in memory between turns: "recent events" for a
+subscriber without ``since``; a turn's 200 token entries would cost ~60 KB per idle session."""
 DEFAULT_SUBSCRIBER_BUFFER = 1024
 DEFAULT_MAX_UNCOMMITTED = 4096
 REPLAY_PAGE = 500  # events a subscription reads from the store at a time
@@ -250,8 +253,9 @@ class EventLog:
         self.max_uncommitted = max_uncommitted
         self._writer = writer
         self._reader = reader
-        # Contiguous seqs: every uncommitted entry, and up to ``capacity`` committed ones.
+        # Contiguous seqs: every uncommitted entry, and up to ``_limit`` committed ones.
         self._ring: collections.deque[LogEntry] = collections.deque()
+        self._limit = capacity  # IDLE_RING between turns of a stored log (see ``idle``)
         self._subscribers: set[Subscription] = set()
         self._early: list[Event] = []  # appended before the head was known
         self._predecessor: EventLog | None = None  # a closed log whose tail is not committed
@@ -367,7 +371,7 @@ class EventLog:
                     if not subscriber._offer(entry):
                         self._subscribers.discard(subscriber)
         self.committed = seq
-        while len(self._ring) > self._capacity and self._ring[0].seq <= seq:
+        while len(self._ring) > self._limit and self._ring[0].seq <= seq:
             self._ring.popleft()
         if self._closing_seq and seq >= self._closing_seq:
             self._end_subscribers()
@@ -412,6 +416,16 @@ class EventLog:
         self._ended = True
         self.end_subscribers()
         self._progress.set()
+
+    def idle(self, between_turns: bool) -> None:
+        """Between turns a stored log keeps only its newest ``IDLE_RING`` committed entries in
+        memory (older ones are read back from the store for a subscriber that asks); a turn
+        keeps up to ``capacity``. A log without a store keeps ``capacity`` always."""
+        if self._reader is None:
+            return
+        self._limit = min(IDLE_RING, self._capacity) if between_turns else self._capacity
+        while len(self._ring) > self._limit and self._ring[0].seq <= self.committed:
+            self._ring.popleft()
 
     # --- reading -----------------------------------------------------------------------------
 

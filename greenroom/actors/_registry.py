@@ -388,6 +388,12 @@ class Registry:
         log_ = self.ensure_log(session_id)
         return log_.append(event) if log_ is not None else None
 
+    def log_between_turns(self, session_id: str, between: bool) -> None:
+        """A turn of the session started (False) or ended (True): see ``EventLog.idle``."""
+        slot = self._logs.get(session_id)
+        if slot is not None:
+            slot.log.idle(between)
+
     def elicitation_sink(self, session_id: str) -> Callable[[Event], bool]:
         """The sink a server-built runtime reports elicitations (and other events raised
         outside a turn) to. It answers whether anybody will see the event: an ``/events``

@@ -411,6 +411,7 @@ class SessionActor:
         self.state = StreamState.RUNNING
         self.turn = turn
         self._turn_ended = trio.Event()
+        self.registry.log_between_turns(self.id, False)
 
     def end_turn(self, turn: Turn) -> None:
         """Idle again *before* the stream closes: a client that drains it can run again."""
@@ -422,6 +423,7 @@ class SessionActor:
             self._grant_guard()
         if turn.send is not None:
             turn.send.close()
+        self.registry.log_between_turns(self.id, True)
 
     def replace_placeholder(self, message_id: int, message: Message) -> None:
         """A decided tool call's result takes the place of its placeholder in the live history

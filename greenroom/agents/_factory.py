@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class LocalRuntimeFactory:
         self._data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self._confirmation_timeout = confirmation_timeout
         self.mcp = mcp or McpSettings()
+        self._env_snapshot: Mapping[str, str] = types.MappingProxyType({})
 
     @property
     def sources(self) -> AgentSources:
@@ -109,7 +111,7 @@ class LocalRuntimeFactory:
                 working_dir=session.working_dir or os.getcwd(),
                 data_dir=self._data_dir,
                 agent_file=config.path,
-                env=dict(self._env),
+                env=self._tool_env(),
                 mcp=self.mcp,
             ),
             confirmation_timeout=self._confirmation_timeout,
@@ -126,6 +128,14 @@ class LocalRuntimeFactory:
         if self._titles and config.titles:
             titles = ModelTitleGenerator(runtime.title_models, provider_for)
         return BuiltRuntime(runtime, titles, agent.safety or config.safety)
+
+    def _tool_env(self) -> Mapping[str, str]:
+        """The environment as it is now, read-only, shared by the runtimes built while it does
+        not change (a copy per session cost ~5 KB each)."""
+        current = dict(self._env)
+        if current != self._env_snapshot:
+            self._env_snapshot = types.MappingProxyType(current)
+        return self._env_snapshot
 
     def _auto_model(self) -> ModelConfig:
         if self._auto is None:

@@ -540,3 +540,29 @@ async def test_a_successor_hands_commits_of_the_closed_logs_tail_back(
     assert (seqs(old), old_ended) == ([1, 2], True)  # the old subscriber got its end
     assert seqs(fresh) == [1, 2, 3]  # one numbering across both
     assert [r.seq for r in writer.rows] == [1, 2, 3]
+
+
+async def test_between_turns_a_stored_log_keeps_only_its_newest_entries_in_memory(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log, _, reader = durable()
+    for n in range(1, 201):  # a turn of 200 tokens
+        log.append(ev(n))
+    log.idle(True)  # the turn ended before its last events were committed
+    assert len(log._ring) == 200  # nothing uncommitted is dropped
+    commit(log, reader, 200)
+    assert seqs(log.backlog(None)) == list(range(185, 201))  # the newest IDLE_RING
+    with trio.fail_after(5), log.subscribe(since=0) as sub:  # older ones: from the store
+        entries, _ = await collect(sub)
+    assert seqs(entries) == list(range(1, 201))
+    log.idle(False)  # the next turn keeps up to capacity again
+    for n in range(201, 301):
+        log.append(ev(n))
+    commit(log, reader, 300)
+    assert len(log._ring) == 116
+
+
+def test_a_log_without_a_store_keeps_its_ring_between_turns() -> None:
+    log = filled(40, capacity=32)
+    log.idle(True)
+    assert seqs(log.backlog(None)) == list(range(9, 41))

@@ -123,3 +123,21 @@ async def test_any_agent_can_switch_to_auto(sources) -> None:
     await built.runtime.set_agent_model("root", "auto")
     await built.runtime.run_stream(start(FakeIO(), "hi"))
     assert provider.requests[0].model == auto
+
+
+async def test_runtimes_share_one_read_only_environment_until_it_changes(
+    sources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GREENROOM_FACTORY_TEST", "one")
+    f = LocalRuntimeFactory(sources, provider_for=FakeProvider(text("x")).provider_for)
+    first = await f.build("team", "", Session.new())
+    second = await f.build("team", "", Session.new())
+    env_of = lambda built: built.runtime._tool_context.env  # noqa: E731
+    assert env_of(first) is env_of(second)
+    assert env_of(first)["GREENROOM_FACTORY_TEST"] == "one"
+    with pytest.raises(TypeError):
+        env_of(first)["GREENROOM_FACTORY_TEST"] = "changed"
+    monkeypatch.setenv("GREENROOM_FACTORY_TEST", "two")
+    third = await f.build("team", "", Session.new())
+    assert env_of(third)["GREENROOM_FACTORY_TEST"] == "two"
+    assert env_of(first)["GREENROOM_FACTORY_TEST"] == "one"
