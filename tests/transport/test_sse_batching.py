@@ -14,9 +14,11 @@ from greenroom.actors import LogEntry, RunStream
 from greenroom.domain import AgentChoice
 from greenroom.transport._sse import FLUSH_INTERVAL, frame, run_events
 
+ENTRIES = {n: LogEntry.of(n, AgentChoice(f"t{n}", "root", "s")) for n in range(1, 12)}
+
 
 def entry(n: int) -> LogEntry:
-    return LogEntry.of(n, AgentChoice(f"t{n}", "root", "s"))
+    return ENTRIES[n]
 
 
 async def test_a_fast_stream_is_written_in_batches_and_the_first_event_at_once(
