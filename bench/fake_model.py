@@ -15,7 +15,8 @@ own cost per token is one ``send`` of ready bytes; ``GET /stats`` reports its re
 tokens, the caps it saw and its CPU time (``/proc/self/stat``), so a benchmark can subtract
 it. Each connection is served by a thread with HTTP/1.1 keep-alive. It binds only to
 127.0.0.1, serves at most ``MAX_CONNECTIONS`` connections at once and ``MAX_REQUESTS`` per
-connection, drops a connection idle for ``IDLE`` seconds, and stops on SIGTERM or SIGINT.
+connection, drops a connection idle for ``IDLE`` seconds, and stops on SIGTERM or SIGINT, or
+by itself after ``--lifetime`` seconds.
 """
 
 from __future__ import annotations
@@ -136,9 +137,10 @@ class Server:
         self.listener = socket.create_server(("127.0.0.1", port), backlog=1024)
         self.port = self.listener.getsockname()[1]
 
-    def serve_forever(self, stop: threading.Event) -> None:
+    def serve(self, stop: threading.Event, lifetime: float) -> None:
         self.listener.settimeout(0.5)
-        while not stop.is_set():
+        deadline = time.monotonic() + lifetime
+        while not stop.is_set() and time.monotonic() < deadline:
             try:
                 conn, _ = self.listener.accept()
             except TimeoutError:
@@ -268,13 +270,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--lifetime", type=float, default=4 * 3600, help="seconds, at most")
     args = parser.parse_args()
     server = Server(args.port, max(1, min(MAX_TOKENS, args.tokens)))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     print(f"fake model listening on http://127.0.0.1:{server.port}", flush=True)
-    server.serve_forever(stop)
+    server.serve(stop, args.lifetime)
     sys.exit(0)
 
 
