@@ -16,6 +16,9 @@ PING = b": ping\n\n"
 # Frames already waiting are written as one chunk: one trip through quart, hypercorn and the
 # kernel per batch instead of per event (most of the server's CPU per token otherwise).
 BATCH = 64
+# A subscription's reader takes everything that waits (its whole buffer): committed events
+# arrive in bursts, and a reader that pauses between writes must still keep up with them.
+LOG_BATCH = 1024
 # After a write, a stream waits this long before the next one, so that the events a fast
 # model streams meanwhile go out together. The first event after a pause goes out at once.
 FLUSH_INTERVAL = 0.002
@@ -55,7 +58,7 @@ async def log_events(
             if entry is None:
                 yield PING
             else:
-                yield b"".join([frame(entry), *map(frame, subscription.ready(BATCH))])
+                yield b"".join([frame(entry), *map(frame, subscription.ready(LOG_BATCH))])
                 await trio.sleep(FLUSH_INTERVAL)
     finally:
         subscription.close()

@@ -28,7 +28,7 @@ from ._errors import map_error
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
-from ._sse import BATCH, FLUSH_INTERVAL
+from ._sse import BATCH, FLUSH_INTERVAL, LOG_BATCH
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ class Connection:
         with subscription, scope:
             exited = False
             async for entry in subscription:
-                entries = [entry, *subscription.ready(BATCH)] if batch else [entry]
+                entries = [entry, *subscription.ready(LOG_BATCH)] if batch else [entry]
                 if batch:
                     self.send(events_frame(session_id, entries))
                 else:
