@@ -48,8 +48,11 @@ DEFAULT_CAPACITY = 1024
 IDLE_RING = 16
 """Committed entries a stored log keeps in memory between turns: "recent events" for a
 subscriber without ``since``; a turn's 200 token entries would cost ~60 KB per idle session."""
-DEFAULT_SUBSCRIBER_BUFFER = 1024
 DEFAULT_MAX_UNCOMMITTED = 4096
+# At least what one commit can deliver at once (a turn waits when more are uncommitted): a
+# subscriber that had caught up is never dropped by a single commit. A channel's buffer grows
+# only as it fills, so the size costs nothing while the reader keeps up.
+DEFAULT_SUBSCRIBER_BUFFER = DEFAULT_MAX_UNCOMMITTED
 REPLAY_PAGE = 500  # events a subscription reads from the store at a time
 
 

@@ -30,7 +30,7 @@ from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, Store
 from greenroom.persistence import Persistence, ToolCallRecord
 
 from . import _commands as c
-from ._eventlog import EventLog, LogEntry, Subscription
+from ._eventlog import DEFAULT_SUBSCRIBER_BUFFER, EventLog, LogEntry, Subscription
 from ._handle import SessionHandle, StreamGuard
 from ._session import Call, SessionActor
 
@@ -46,7 +46,8 @@ class RegistryConfig:
     mailbox_size: int = 64  # commands queued per actor before callers wait
     stream_buffer: int = 64  # run-stream events buffered ahead of a slow client
     log_capacity: int = 1024  # committed events kept in memory for replay per session
-    subscriber_buffer: int = 1024  # events queued per /events subscriber before it is dropped
+    # Events queued per /events subscriber before it is dropped: at least one commit's worth.
+    subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER
     max_uncommitted: int = 4096  # events a turn may run ahead of the writer before it waits
     title_budget: float = 30.0
     shutdown_grace: float = 5.0

@@ -18,7 +18,7 @@ PING = b": ping\n\n"
 BATCH = 64
 # A subscription's reader takes everything that waits (its whole buffer): committed events
 # arrive in bursts, and a reader that pauses between writes must still keep up with them.
-LOG_BATCH = 1024
+LOG_BATCH = 4096
 # After a write, a stream waits this long before the next one, so that the events a fast
 # model streams meanwhile go out together. The first event after a pause goes out at once.
 FLUSH_INTERVAL = 0.002
