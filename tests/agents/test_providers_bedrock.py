@@ -7,6 +7,7 @@ credential chain is replaced by a function so no test reads AWS files or the net
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 
 import pytest
 import trio
@@ -15,7 +16,6 @@ from botocore.credentials import ReadOnlyCredentials
 from greenroom.agents.providers import (
     Backoff,
     BedrockProvider,
-    Delta,
     ModelConfig,
     ModelRequest,
     ReasoningDelta,
@@ -38,6 +38,7 @@ from .fake_bedrock import (
     text_reply,
     tool_block,
 )
+from .provider_support import Deltas, cancel_once_streaming
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -50,14 +51,6 @@ async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeBedrock]:
     server: FakeBedrock = await nursery.start(FakeBedrock().serve)
     yield server
     server.stop()
-
-
-class Deltas:
-    def __init__(self) -> None:
-        self.got: list[Delta] = []
-
-    async def __call__(self, delta: Delta) -> None:
-        self.got.append(delta)
 
 
 def no_chain(profile: str) -> ReadOnlyCredentials | None:
@@ -209,9 +202,7 @@ async def test_caller_cancels_a_slow_stream(fake: FakeBedrock) -> None:
     fake.script(stream_reply(text_block(0, *[f"t{i} " for i in range(50)]), delay=0.1))
     deltas = Deltas()
     with trio.fail_after(LIMIT):
-        with trio.move_on_after(0.5) as scope:
-            await provider(fake).complete(request(fake), deltas)
-        assert scope.cancelled_caught
+        await cancel_once_streaming(partial(provider(fake).complete, request(fake)), deltas)
         assert 1 <= len(deltas.got) < 50
         await fake.requests[0].done.wait()
     assert fake.requests[0].disconnected

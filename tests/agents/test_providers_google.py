@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 
 import pytest
 import trio
@@ -40,6 +41,7 @@ from .fake_gemini import (
     text_part,
     text_reply,
 )
+from .provider_support import Deltas, cancel_once_streaming
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 ENV = {"GOOGLE_API_KEY": "g-key"}
@@ -51,14 +53,6 @@ async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeGemini]:
     server: FakeGemini = await nursery.start(FakeGemini().serve)
     yield server
     server.stop()
-
-
-class Deltas:
-    def __init__(self) -> None:
-        self.got: list[Delta] = []
-
-    async def __call__(self, delta: Delta) -> None:
-        self.got.append(delta)
 
 
 def config(fake: FakeGemini, provider_opts: Mapping[str, str] | None = None) -> ModelConfig:
@@ -238,9 +232,7 @@ async def test_caller_cancels_a_slow_stream(fake: FakeGemini) -> None:
     fake.script(stream_reply(chunks, delay=0.1))  # real clock: 5 s in all
     deltas = Deltas()
     with trio.fail_after(LIMIT):
-        with trio.move_on_after(0.5) as scope:
-            await provider(fake).complete(request(fake), deltas)
-        assert scope.cancelled_caught
+        await cancel_once_streaming(partial(provider(fake).complete, request(fake)), deltas)
         assert 1 <= len(deltas.got) < 50
         await fake.requests[0].done.wait()
     assert fake.requests[0].disconnected
