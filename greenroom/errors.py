@@ -31,6 +31,7 @@ WebSocket error frames happens in exactly one place: here.
     ├── PayloadTooLarge                  413 payload_too_large
     ├── UnsupportedMediaType             415 unsupported_media_type
     ├── HostNotAllowed                   421 host_not_allowed    (DNS rebinding guard)
+    ├── OwnedElsewhere                   421 owned_elsewhere     (another node owns the session)
     ├── ModelSwitchingNotSupported       422 model_switching_not_supported
     ├── RerunNotSupported                422 rerun_not_supported
     ├── QueueFull                        429 queue_full          (.retry_after seconds)
@@ -44,7 +45,10 @@ WebSocket error frames happens in exactly one place: here.
     ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
     ├── WaitTimedOut                     503 wait_timed_out      (?timeout= / ?wait= ran out)
     ├── ShuttingDown                     503 shutting_down
+    ├── OwnerUnavailable                 503 owner_unavailable   (owner silent, lease not expired)
+    ├── NodeFenced                       503 node_fenced         (this node lost its lease)
     └── StoreError                       500 store_error
+        ├── DatabaseUnavailable          503 database_unavailable (connection lost; retry)
         └── DatabaseError                500 database_error      (opening a database failed)
             ├── NotADatabase             500 not_a_database      (not a greenroom database)
             ├── NewerDatabase            500 newer_database      (written by a newer schema)
@@ -69,6 +73,7 @@ __all__ = [
     "DatabaseError",
     "DatabaseInUse",
     "DatabaseReadOnly",
+    "DatabaseUnavailable",
     "ForkInSubSession",
     "ForkOutOfRange",
     "GreenroomError",
@@ -86,9 +91,12 @@ __all__ = [
     "NeedsDecision",
     "NewerDatabase",
     "NoPendingRequest",
+    "NodeFenced",
     "NotADatabase",
     "NotFound",
     "OAuthFlowNotFound",
+    "OwnedElsewhere",
+    "OwnerUnavailable",
     "PayloadTooLarge",
     "QueueFull",
     "RerunNotSupported",
@@ -363,9 +371,51 @@ class ShuttingDown(GreenroomError):
     default_message = "server is shutting down"
 
 
+class OwnedElsewhere(GreenroomError):
+    """Another live node owns the session (several nodes on one PostgreSQL). The transport
+    forwards the request to ``owner_url``; a forwarded request that still meets this answers 421."""
+
+    status = 421
+    code = "owned_elsewhere"
+    default_message = "another node owns this session"
+
+    def __init__(self, message: str | None = None, *, owner: str = "", owner_url: str = "") -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.owner_url = owner_url
+
+
+class OwnerUnavailable(GreenroomError):
+    """The session's owner does not answer and its lease has not expired yet: retry after it."""
+
+    status = 503
+    code = "owner_unavailable"
+    default_message = "the node that owns this session does not answer; retry shortly"
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class NodeFenced(GreenroomError):
+    """This node could not renew its lease in time and stopped its sessions; it rejoins."""
+
+    status = 503
+    code = "node_fenced"
+    default_message = "this node lost its cluster lease and is rejoining; retry shortly"
+
+
 class StoreError(GreenroomError):
     code = "store_error"
     default_message = "session store error"
+
+
+class DatabaseUnavailable(StoreError):
+    """The database connection was lost or refused; nothing was written. Retry."""
+
+    status = 503
+    code = "database_unavailable"
+    default_message = "the database is unavailable; retry shortly"
 
 
 class DatabaseError(StoreError):

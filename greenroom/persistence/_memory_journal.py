@@ -89,6 +89,11 @@ class MemoryJournal:
     def bus(self) -> NullBus:
         return self._bus
 
+    @property
+    def membership(self) -> None:
+        """One node owns this store alone: no cluster."""
+        return None
+
     def _head(self, session_id: str) -> _Head:
         self._get(session_id)
         return self._heads.setdefault(session_id, _Head())

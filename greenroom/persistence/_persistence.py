@@ -32,6 +32,7 @@ from ._records import (
     Decision,
     EventRow,
     Lease,
+    NodeInfo,
     RecoveryPlan,
     RetentionPolicy,
     StoredEvent,
@@ -124,6 +125,51 @@ class Ownership(Protocol):
         """Give the session up (its actor retired)."""
 
 
+class Membership(Protocol):
+    """A node's place in a cluster of nodes sharing one database (PostgreSQL only).
+
+    Leases run on the database clock. A node joins with a new incarnation (which releases every
+    session an earlier incarnation of it owned), renews its lease well within ``lease_ttl``,
+    and fences itself (stops its actors) when it cannot. ``Ownership.claim`` on such a store
+    raises :class:`~greenroom.errors.OwnedElsewhere` for a session a live node owns, takes over
+    a session whose owner's lease expired (epoch + 1), and raises
+    :class:`~greenroom.errors.NodeFenced` while this node's own lease is not valid."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def incarnation(self) -> int:
+        """This node's incarnation since its last join (0: not joined)."""
+
+    @property
+    def lease_ttl(self) -> float: ...
+
+    async def join(self) -> int:
+        """Register this node with a new incarnation; its new incarnation."""
+
+    async def renew(self) -> bool:
+        """Extend this node's lease; False when the lease had expired or the row names
+        another incarnation (the node must fence itself and join again)."""
+
+    async def leave(self) -> None:
+        """Release every session this incarnation owns and mark the node gone."""
+
+    async def nodes(self) -> list[NodeInfo]:
+        """Every node on record, with the sessions each owns."""
+
+    async def owner_of(self, session_id: str) -> NodeInfo | None:
+        """The live node that owns ``session_id`` (None: unowned, or its owner's lease
+        expired). SessionNotFound if there is no such session."""
+
+    async def sweep(self) -> list[str]:
+        """Sessions owned by nodes whose lease expired (or by an old incarnation) whose head
+        was left running: what some live node should claim and recover now."""
+
+    async def ping(self) -> None:
+        """One round trip to the database; DatabaseUnavailable when it fails."""
+
+
 class CommitBus(Protocol):
     def updates(self) -> AsyncIterator[tuple[str, int]]:
         """(session id, committed seq) of commits made by other nodes."""
@@ -157,3 +203,7 @@ class Persistence(Protocol):
 
     @property
     def bus(self) -> CommitBus: ...
+
+    @property
+    def membership(self) -> Membership | None:
+        """The cluster membership (None: one node owns the database alone)."""

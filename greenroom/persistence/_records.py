@@ -35,6 +35,25 @@ class Lease:
     state: HeadState = "idle"
 
 
+NodeState = Literal["up", "draining"]
+
+
+@attrs.frozen
+class NodeInfo:
+    """One node of a cluster as the database sees it (``greenroom nodes``, forwarding)."""
+
+    node_id: str
+    incarnation: int
+    advertise_url: str
+    state: NodeState
+    lease_remaining: float  # seconds until its lease runs out, database clock (< 0: expired)
+    sessions: tuple[str, ...] = ()  # the sessions it owns now
+
+    @property
+    def alive(self) -> bool:
+        return self.lease_remaining > 0
+
+
 class EventRow(NamedTuple):
     """One event as the writer stores it; ``body`` is the event's JSON, encoded once."""
 

@@ -76,6 +76,11 @@ class SqliteLog:
     def bus(self) -> NullBus:
         return self._bus
 
+    @property
+    def membership(self) -> None:
+        """One node owns this store alone: no cluster."""
+        return None
+
     # --- Ownership: local, at the boot epoch -------------------------------------------------
 
     async def claim(self, session_id: str) -> Lease:

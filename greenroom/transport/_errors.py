@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from greenroom.errors import GreenroomError, QueueFull, Unauthorized
+from greenroom.errors import (
+    DatabaseUnavailable,
+    GreenroomError,
+    NodeFenced,
+    OwnerUnavailable,
+    QueueFull,
+    Unauthorized,
+)
 
 from ._json import error_body
 
@@ -23,8 +30,10 @@ def map_error(
                 status, code = override_status, override_code
                 break
     headers = {}
-    if isinstance(exc, QueueFull):
+    if isinstance(exc, QueueFull | OwnerUnavailable):
         headers["Retry-After"] = str(exc.retry_after)
+    elif isinstance(exc, NodeFenced | DatabaseUnavailable):
+        headers["Retry-After"] = "1"
     if isinstance(exc, Unauthorized):  # RFC 6750: say which scheme to use
         headers["WWW-Authenticate"] = 'Bearer realm="greenroom"'
     return status, error_body(exc, code=code), headers

@@ -21,6 +21,11 @@ pytestmark = pytest.mark.slow
 DEADLINE = 60
 
 
+def turn_over(page: Page) -> None:
+    """Wait until the turn has ended: while one runs, Send steers it instead of starting one."""
+    expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
+
+
 def new_session_and_send(page: Page, text: str) -> None:
     page.get_by_role("button", name="New session").click()
     expect(page.get_by_label("Message", exact=True)).to_be_focused()
@@ -228,6 +233,7 @@ def fork_flow(page: Page, url: str) -> None:
     new_session_and_send(page, "first question")
     log = page.get_by_role("log")
     expect(log.locator(".message.assistant")).to_have_count(1)
+    turn_over(page)
     page.get_by_label("Message", exact=True).fill("second question")
     page.get_by_role("button", name="Send").click()
     expect(log.locator(".message.assistant")).to_have_count(2)
@@ -613,6 +619,7 @@ def refused_run(page: Page, url: str) -> None:
     new_session_and_send(page, "first")
     log = page.get_by_role("log")
     expect(log.locator(".message.assistant")).to_have_count(1)
+    turn_over(page)
     # A model the server does not know (a picker gone stale): the server refuses the turn.
     page.evaluate(
         """() => {
