@@ -117,6 +117,22 @@ def write_agent(directory: Path, model_url: str, side_effects: Path, hold: Path)
     return path
 
 
+def user(text: str) -> dict[str, Any]:
+    """The body of a run with one user message."""
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@asynccontextmanager
+async def fake_model(model: SlowModel) -> AsyncIterator[fo.FakeOpenAI]:
+    """The fake OpenAI server answering with ``model``, on loopback, for the block."""
+    async with trio.open_nursery() as nursery:
+        fake = fo.FakeOpenAI()
+        fake.responder = model
+        await nursery.start(fake.serve)
+        yield fake
+        fake.stop()
+
+
 # --- the server ------------------------------------------------------------------------------
 
 
@@ -239,7 +255,10 @@ async def client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
 @attrs.define
 class Watcher:
     """An ``/events`` client of one session: every (seq, exact body) it got, resuming after
-    its last seq (Last-Event-ID) each time it reconnects."""
+    its last seq (Last-Event-ID) each time it reconnects (to the same server or, in a
+    cluster, to any node). ``entries`` keeps the arrival order (duplicates included) and
+    ``gaps`` the seqs after which an explicit ``gap`` came; ``gaps_allowed`` says whether such
+    a gap is expected (retention) or a problem."""
 
     session_id: str
     received: dict[int, bytes] = attrs.field(factory=dict)
@@ -247,6 +266,10 @@ class Watcher:
     problems: list[str] = attrs.field(factory=list)
     caught_up: trio.Event = attrs.field(factory=trio.Event)
     target: int = 0  # caught_up is set once last reaches it
+    entries: list[tuple[int, bytes]] = attrs.field(factory=list)
+    gaps: list[int] = attrs.field(factory=list)
+    gaps_allowed: bool = False
+    exited: trio.Event = attrs.field(factory=trio.Event)  # session_exited arrived
 
     def expect(self, target: int) -> None:
         self.target = target
@@ -254,15 +277,16 @@ class Watcher:
         if self.last >= target:
             self.caught_up.set()
 
-    async def watch(self, http: httpx.AsyncClient) -> None:
-        """Read until the server goes away (killed) or the task is cancelled."""
+    async def watch(self, http: httpx.AsyncClient) -> int:
+        """Read until the server goes away (killed), the stream ends or the task is
+        cancelled; the status the server answered (0: it could not be reached)."""
         headers = {"Last-Event-ID": str(self.last)}
         try:
             path = f"/api/sessions/{self.session_id}/events"
             async with http.stream("GET", path, headers=headers) as response:
                 if response.status_code != 200:
                     self.problems.append(f"/events answered {response.status_code}")
-                    return
+                    return response.status_code
                 seq = 0
                 async for line in response.aiter_lines():
                     if line.startswith("id: "):
@@ -270,17 +294,25 @@ class Watcher:
                     elif line.startswith("data: "):
                         self._take(seq, line[6:].encode())
                         seq = 0
+                return 200
         except (httpx.TransportError, httpx.StreamError):
-            return  # the server died: resume after the restart
+            return 0  # the server died: resume after the restart
 
     def _take(self, seq: int, body: bytes) -> None:
         if seq == 0:
-            self.problems.append(f"control event {body!r}")
+            if self.gaps_allowed and json.loads(body).get("type") == "gap":
+                self.gaps.append(self.last)
+            else:
+                self.problems.append(f"control event {body!r}")
             return
-        if seq != self.last + 1:  # a resumed stream goes on exactly where it stopped
+        expected = seq == self.last + 1 or (self.gaps and self.gaps[-1] == self.last)
+        if not expected or seq <= self.last:  # a resumed stream goes on exactly where it stopped
             self.problems.append(f"seq {seq} after {self.last}")
+        self.entries.append((seq, body))
         self.received[seq] = body
         self.last = max(self.last, seq)
+        if b'"session_exited"' in body and json.loads(body).get("type") == "session_exited":
+            self.exited.set()
         if self.last >= self.target:
             self.caught_up.set()
 

@@ -27,10 +27,7 @@ import datetime as dt
 import json
 import os
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import attrs
 import httpx
@@ -38,7 +35,6 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from tests.agents.fake_openai import FakeOpenAI
 from tests.crash_support import (
     Database,
     Server,
@@ -46,9 +42,11 @@ from tests.crash_support import (
     SlowModel,
     Watcher,
     client,
+    fake_model,
     servers,
     side_effect_lines,
     start_server,
+    user,
 )
 from tests.transport.support import WSClient, close_transport
 
@@ -107,20 +105,6 @@ class Harness:
                     raise AssertionError(f"run refused: {response.status_code}")
         except httpx.TransportError:
             pass  # killed before it answered: not acknowledged
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-@asynccontextmanager
-async def fake_model(model: SlowModel) -> AsyncIterator[FakeOpenAI]:
-    async with trio.open_nursery() as nursery:
-        fake = FakeOpenAI()
-        fake.responder = model
-        await nursery.start(fake.serve)
-        yield fake
-        fake.stop()
 
 
 async def test_crash_harness(tmp_path: Path) -> None:
