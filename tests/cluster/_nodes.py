@@ -91,6 +91,7 @@ class Node:
     url: str
     log: Path
     proxy: Proxy | None
+    stopped: bool = False  # SIGSTOPped (and not continued yet)
 
     @property
     def pid(self) -> int:
@@ -118,9 +119,11 @@ class Node:
 
     def pause(self) -> None:
         self.signal(signal.SIGSTOP)
+        self.stopped = True
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
+        self.stopped = False
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -136,6 +139,8 @@ class Cluster:
     nodes: dict[str, Node] = attrs.field(factory=dict)
     starts: int = 0
     extra_args: tuple[str, ...] = ()
+    ttl: float = TTL
+    renew: float = RENEW
 
     @property
     def dsn(self) -> str:
@@ -159,7 +164,7 @@ class Cluster:
         log = self.files.directory / f"{name}.{self.starts}.log"
         command = [sys.executable, "-m", "greenroom.cli", "serve", str(self.files.agent)]
         command += ["--port", "0", "--db", database, "--node-id", name]
-        command += ["--lease-ttl", str(TTL), "--lease-renew", str(RENEW)]
+        command += ["--lease-ttl", str(self.ttl), "--lease-renew", str(self.renew)]
         command += ["--retain-deltas", "0", "--retain-deltas-per-session", "0"]
         command += ["--log-level", "info", *self.extra_args]
         with log.open("ab") as out:

@@ -1,0 +1,169 @@
+"""Clients of a cluster: ``/events`` watchers that roam to another node when their stream
+ends, the session operations the scenarios use, and bounded polling of the database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from tests.cluster._checker import ClientLog, Expectations, Snapshot, check, digest, load_snapshot
+from tests.cluster._nodes import Cluster, Node, node_client
+from tests.crash_support import Watcher, side_effect_lines, user
+
+AGENT = "crash"  # the agent file crash_support writes
+POLL = 0.05  # seconds between polls (real clock: other processes)
+
+
+@attrs.define
+class Roamer:
+    """A Watcher of one session that reconnects, with its last seq, to the first running node
+    of ``prefer`` each time its stream ends (a node killed, stopped or fenced), until the
+    session ends (session_exited or 404) or it is cancelled. ``served`` names the node of
+    each connection that delivered at least one event."""
+
+    name: str
+    watcher: Watcher
+    prefer: Sequence[str]
+    served: list[str] = attrs.field(factory=list)
+    statuses: list[int] = attrs.field(factory=list)
+
+    @classmethod
+    def of(cls, name: str, session_id: str, prefer: Sequence[str]) -> Roamer:
+        return cls(name, Watcher(session_id, gaps_allowed=True), prefer)
+
+    async def run(self, cluster: Cluster) -> None:
+        while not self.watcher.exited.is_set():
+            node = self._pick(cluster)
+            if node is None:
+                await trio.sleep(POLL)  # real clock: every preferred node is down for now
+                continue
+            before = len(self.watcher.entries)
+            async with node_client(node, timeout=60) as http:
+                status = await self.watcher.watch(http)
+            self.statuses.append(status)
+            if len(self.watcher.entries) > before:
+                self.served.append(node.name)
+            if status == 404:
+                return
+            await trio.sleep(POLL)  # real clock: do not spin on a node that refuses
+
+    def _pick(self, cluster: Cluster) -> Node | None:
+        for name in self.prefer:
+            node = cluster.nodes.get(name)
+            if node is not None and node.running and not node.stopped:
+                return node
+        return None
+
+    def log(self) -> ClientLog:
+        entries = tuple((seq, digest(body)) for seq, body in self.watcher.entries)
+        return ClientLog(self.name, self.watcher.session_id, entries, frozenset(self.watcher.gaps))
+
+    def types(self) -> list[str]:
+        return [json.loads(body)["type"] for _, body in self.watcher.entries]
+
+
+async def create(http: httpx.AsyncClient) -> str:
+    # Autonomous: the side-effect tool runs without asking (it is not read-only).
+    response = await http.post("/api/sessions", json={"safety_policy": "autonomous"})
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+async def start_run(http: httpx.AsyncClient, session_id: str, text: str) -> httpx.Response:
+    """Start a turn that goes on without this client (``on_disconnect=continue``); the
+    response (its status and, for an error, its JSON body; a 200's stream is left unread)."""
+    path = f"/api/sessions/{session_id}/agent/{AGENT}?on_disconnect=continue"
+    async with http.stream("POST", path, json=user(text)) as response:
+        if response.status_code != 200:
+            await response.aread()
+        return response
+
+
+async def run_to_end(http: httpx.AsyncClient, session_id: str, text: str) -> list[str]:
+    """Run a turn and read its stream to the end; the event types."""
+    path = f"/api/sessions/{session_id}/agent/{AGENT}"
+    types = []
+    async with http.stream("POST", path, json=user(text)) as response:
+        assert response.status_code == 200, (response.status_code, await response.aread())
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                types.append(json.loads(line[6:])["type"])
+    return types
+
+
+def error_code(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("code", ""))
+    except ValueError:
+        return ""
+
+
+# --- the database ------------------------------------------------------------------------------
+
+
+def _query(database_url: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    import psycopg  # only tests with PostgreSQL get here
+
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
+        return list(conn.execute(sql, args))  # the tests' own SQL (str, not LiteralString)
+
+
+async def query(database_url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    return await trio.to_thread.run_sync(_query, database_url, sql, args)
+
+
+async def head(database_url: str, session_id: str) -> tuple[int, str | None, int | None, str]:
+    """(epoch, owner node, owner incarnation, state) of the session's gr_heads row."""
+    sql = "SELECT epoch, owner_node, owner_inc, state FROM gr_heads WHERE session_id = %s"
+    (row,) = await query(database_url, sql, session_id)
+    return int(row[0]), row[1], row[2], str(row[3])
+
+
+async def running_turns(database_url: str, session_id: str) -> int:
+    sql = "SELECT count(*) FROM gr_turns WHERE session_id = %s AND state = 'running'"
+    return int((await query(database_url, sql, session_id))[0][0])
+
+
+async def eventually(what: str, condition: Callable[[], Awaitable[bool]], limit: float) -> float:
+    """Poll ``condition`` until it holds; the seconds it took. Fails after ``limit`` s."""
+    start = trio.current_time()
+    with trio.move_on_after(limit):
+        for _ in range(int(limit / POLL) + 1):
+            if await condition():
+                return trio.current_time() - start
+            await trio.sleep(POLL)  # real clock: the nodes are other processes
+    raise AssertionError(f"{what}: not within {limit} s")
+
+
+async def idle(database_url: str, session_id: str) -> bool:
+    """The session's turn ended (no running turn, head not running)."""
+    if await running_turns(database_url, session_id):
+        return False
+    return (await head(database_url, session_id))[3] != "running"
+
+
+async def verify(
+    cluster: Cluster,
+    roamers: Sequence[Roamer],
+    *,
+    deleted: frozenset[str] = frozenset(),
+    reruns: dict[str, int] | None = None,
+    quiescent: bool = True,
+) -> Snapshot:
+    """Run the invariant checker over the database, the roamers' logs and the side-effect
+    file; fail with every violation. The snapshot it checked."""
+    snapshot = await trio.to_thread.run_sync(load_snapshot, cluster.dsn)
+    expect = Expectations(
+        deleted=deleted,
+        side_effects=tuple(side_effect_lines(cluster.files.side_effects)),
+        reruns=reruns or {},
+        quiescent=quiescent,
+    )
+    problems = check(snapshot, [r.log() for r in roamers], expect)
+    assert problems == [], "\n".join(problems[:20])
+    return snapshot

@@ -1,0 +1,86 @@
+"""Commands reach the owner from any node, subscriptions are served by every node, one node
+wins a claim race, and a delete through any node ends the session everywhere."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import httpx
+import pytest
+import trio
+
+from tests.cluster._clients import (
+    Roamer,
+    create,
+    error_code,
+    eventually,
+    head,
+    idle,
+    query,
+    run_to_end,
+    start_run,
+    verify,
+)
+from tests.cluster._nodes import Cluster, node_client
+from tests.crash_support import user
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
+    n1, n2, n3 = await nodes.start_all(["n1", "n2", "n3"])
+    async with (
+        node_client(n1) as h1,
+        node_client(n2) as h2,
+        node_client(n3) as h3,
+        trio.open_nursery() as nursery,
+    ):
+        # Routing: created on n1, run through n2, watched on each node.
+        session = await create(h1)
+        roamers = [Roamer.of(f"on-{n}", session, [n]) for n in ("n1", "n2", "n3")]
+        for roamer in roamers:
+            nursery.start_soon(roamer.run, nodes)
+        types = await run_to_end(h2, session, "hello")
+        assert types[0] == "stream_started" and types[-1] == "stream_stopped", types
+        await eventually("turn over", lambda: idle(nodes.dsn, session), 20)
+        sql = "SELECT last_seq FROM gr_heads WHERE session_id = %s"
+        (last,) = (await query(nodes.dsn, sql, session))[0]
+        with trio.fail_after(10):
+            for roamer in roamers:
+                roamer.watcher.expect(int(last))
+                await roamer.watcher.caught_up.wait()
+        seen = [dict(r.log().entries) for r in roamers]
+        assert seen[0] == seen[1] == seen[2] and len(seen[0]) == last
+
+        # Claim race: three nodes start a turn of one idle session at once.
+        raced = await create(h3)
+        answers: dict[str, tuple[int, str]] = {}
+
+        async def race(name: str, http: httpx.AsyncClient) -> None:
+            response = await start_run(http, raced, f"race via {name}")
+            answers[name] = (response.status_code, error_code(response))
+
+        async with trio.open_nursery() as racers:
+            for name, http in (("n1", h1), ("n2", h2), ("n3", h3)):
+                racers.start_soon(race, name, http)
+        statuses = Counter(answers.values())
+        assert statuses == {(200, ""): 1, (409, "session_busy"): 2}, answers
+        await eventually("race turn over", lambda: idle(nodes.dsn, raced), 20)
+        sql = "SELECT count(*) FROM gr_turns WHERE session_id = %s"
+        assert (await query(nodes.dsn, sql, raced))[0][0] == 1
+
+        # Delete through a node that does not own the session; watched on the others.
+        epoch, owner, _, _ = await head(nodes.dsn, session)
+        via = next(n for n in (n1, n2, n3) if n.name != owner)
+        async with node_client(via) as http:
+            assert (await http.delete(f"/api/sessions/{session}")).status_code == 200
+        with trio.fail_after(10):
+            for roamer in roamers:
+                await roamer.watcher.exited.wait()
+        for http in (h1, h2, h3):
+            assert (await http.get(f"/api/sessions/{session}")).status_code == 404
+            run = await http.post(f"/api/sessions/{session}/agent/crash", json=user("back?"))
+            assert run.status_code == 404, run.text
+        assert (await head(nodes.dsn, session))[0] > epoch  # fenced for every former writer
+        nursery.cancel_scope.cancel()
+    await verify(nodes, roamers, deleted=frozenset({session}))
