@@ -167,3 +167,23 @@ async def verify(
     problems = check(snapshot, [r.log() for r in roamers], expect)
     assert problems == [], "\n".join(problems[:20])
     return snapshot
+
+
+async def in_doubt(http: httpx.AsyncClient, session_id: str) -> list[str]:
+    """The ids of the session's tool calls in doubt (asked through any node)."""
+    response = await http.get(f"/api/sessions/{session_id}/recovery/decisions")
+    assert response.status_code == 200, response.text
+    return [str(call["tool_call_id"]) for call in response.json()["in_doubt"]]
+
+
+async def decide(http: httpx.AsyncClient, session_id: str, call: str, action: str) -> Any:
+    body = {"tool_call_id": call, "action": action, "decided_by": "cluster-test"}
+    response = await http.post(f"/api/sessions/{session_id}/recovery/decisions", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def taken_over(database_url: str, session_id: str, epoch: int, dead: str) -> bool:
+    """Another node claimed the session (a higher epoch) and its turn is no longer running."""
+    now, owner, _, _ = await head(database_url, session_id)
+    return now > epoch and owner != dead and await idle(database_url, session_id)
