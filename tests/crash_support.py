@@ -21,7 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,7 @@ def user(text: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def fake_model(model: SlowModel) -> AsyncIterator[fo.FakeOpenAI]:
+async def fake_model(model: Callable[[Recorded], Reply]) -> AsyncIterator[fo.FakeOpenAI]:
     """The fake OpenAI server answering with ``model``, on loopback, for the block."""
     async with trio.open_nursery() as nursery:
         fake = fo.FakeOpenAI()

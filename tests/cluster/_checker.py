@@ -187,7 +187,7 @@ def load_snapshot(database_url: str) -> Snapshot:
             "SELECT session_id, seq, epoch, type, body FROM gr_events ORDER BY session_id, seq"
         )
         for session_id, seq, epoch, kind, body in rows:
-            event = StoredEvent(int(seq), int(epoch), str(kind), digest(body))
+            event = StoredEvent(int(seq), int(epoch), str(kind), digest(bytes(body)))
             snapshot.events.setdefault(str(session_id), []).append(event)
         rows = conn.execute(
             "SELECT session_id, epoch, owner_node, owner_inc, last_seq, state FROM gr_heads"

@@ -1,0 +1,215 @@
+"""Cluster figures against real nodes on the local PostgreSQL: run by hand, never by tests.
+
+    .venv/bin/python -m bench.cluster [--rounds 3] [--sessions 8] [--tokens 300]
+
+Needs PostgreSQL at 127.0.0.1:5432 (trust, user postgres); every part runs on a scratch
+database (created, then dropped) with nodes started by the cluster test harness
+(tests/cluster/_nodes.py: lease ttl 3 s, renew 0.5 s) and the in-process fake OpenAI model on
+loopback. Three figures, each bounded:
+
+* takeover: a node owning a session mid-turn is killed with SIGKILL; the time until another
+  node has claimed the session (epoch + 1) and its turn is no longer running (polled every
+  20 ms from the database). ``--rounds`` kills.
+* remote subscriber latency: a session owned by n1 streams 100 tokens/s; one ``/events``
+  subscriber on n1 (local) and one on n2 (remote, served from the database); for each event
+  the remote arrival time minus the local one (both clients in this process).
+* token events/s: ``--sessions`` turns at once of ``--tokens`` tokens each (no model delay),
+  counted on the run streams: one SQLite node, then two PostgreSQL nodes with the sessions
+  split between them. ``--rounds`` rounds each, the best reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+
+import attrs
+import httpx
+import trio
+
+from tests.agents import fake_openai as fo
+from tests.agents.fake_sse import Recorded, Reply
+from tests.cluster._clients import create, head, idle, query
+from tests.cluster._nodes import Cluster, cluster, node_client
+from tests.crash_support import ServerFiles, client, fake_model, start_server, user
+
+BUDGET = 300  # seconds any one part may take
+
+
+@attrs.define
+class TextModel:
+    """Answers every request with ``tokens`` words, ``delay`` seconds before each frame."""
+
+    tokens: int = 300
+    delay: float = 0.0
+
+    def __call__(self, request: Recorded) -> Reply:
+        words = [f"w{n} " for n in range(self.tokens)]
+        return fo.text_reply(*words, delay=self.delay)
+
+
+async def poll(condition: Callable[[], Awaitable[bool]], limit: float) -> float:
+    """Seconds until ``condition`` holds, polled every 20 ms; fails after ``limit`` s."""
+    start = time.monotonic()
+    with trio.fail_after(limit):
+        for _ in range(int(limit / 0.02) + 1):
+            if await condition():
+                break
+            await trio.sleep(0.02)  # real clock: the nodes are other processes
+    return time.monotonic() - start
+
+
+async def streaming(nodes: Cluster, session: str) -> bool:
+    sql = "SELECT last_seq FROM gr_heads WHERE session_id = %s"
+    return int((await query(nodes.dsn, sql, session))[0][0]) > 5
+
+
+async def taken(nodes: Cluster, session: str, epoch: int) -> bool:
+    now, owner, _, _ = await head(nodes.dsn, session)
+    return now > epoch and owner != "n1" and await idle(nodes.dsn, session)
+
+
+async def takeover(nodes: Cluster, model: TextModel, rounds: int) -> list[float]:
+    model.tokens, model.delay = 400, 0.05  # a 20 s turn: killed well before its end
+    await nodes.start_all(["n1", "n2"])
+    times = []
+    for _ in range(rounds):
+        n1 = nodes.node("n1")
+        async with node_client(n1) as http:
+            session = await create(http)
+            path = f"/api/sessions/{session}/agent/crash?on_disconnect=continue"
+            async with http.stream("POST", path, json=user("go")) as response:
+                assert response.status_code == 200
+        await poll(partial(streaming, nodes, session), 30)
+        epoch = (await head(nodes.dsn, session))[0]
+        killed = time.monotonic()
+        await n1.kill()
+        await poll(partial(taken, nodes, session, epoch), 60)
+        times.append(time.monotonic() - killed)
+        await nodes.start("n1")
+    return times
+
+
+async def remote_latency(nodes: Cluster, model: TextModel, turns: int) -> list[float]:
+    model.tokens, model.delay = 100, 0.01  # 100 tokens/s
+    n1, n2 = await nodes.start_all(["n1", "n2"])
+    async with node_client(n1) as h1, node_client(n2) as h2:
+        session = await create(h1)
+        arrivals: dict[str, dict[int, float]] = {"local": {}, "remote": {}}
+        async with trio.open_nursery() as nursery:
+            for name, http in (("local", h1), ("remote", h2)):
+                nursery.start_soon(subscribe, http, session, arrivals[name])
+            await trio.sleep(1)  # real clock: both subscriptions are open
+            for _ in range(turns):
+                path = f"/api/sessions/{session}/agent/crash"
+                async with h1.stream("POST", path, json=user("go")) as response:
+                    async for _ in response.aiter_bytes():
+                        pass
+            await trio.sleep(1)  # real clock: the last events reach both subscribers
+            nursery.cancel_scope.cancel()
+    local, remote = arrivals["local"], arrivals["remote"]
+    return [remote[seq] - local[seq] for seq in local if seq in remote]
+
+
+async def subscribe(http: httpx.AsyncClient, session: str, into: dict[int, float]) -> None:
+    headers = {"Last-Event-ID": "0"}
+    async with http.stream("GET", f"/api/sessions/{session}/events", headers=headers) as r:
+        seq = 0
+        async for line in r.aiter_lines():
+            if line.startswith("id: "):
+                seq = int(line[4:])
+            elif line.startswith("data: ") and seq:
+                into.setdefault(seq, time.monotonic())
+
+
+async def token_rate(clients: list[httpx.AsyncClient], sessions: int) -> float:
+    """Token events per second of ``sessions`` turns at once, spread over ``clients``."""
+    ids = [await create(clients[n % len(clients)]) for n in range(sessions)]
+    counts = [0] * sessions
+
+    async def turn(n: int) -> None:
+        http = clients[n % len(clients)]
+        path = f"/api/sessions/{ids[n]}/agent/crash"
+        async with http.stream("POST", path, json=user("go")) as response:
+            async for line in response.aiter_lines():
+                token = line.startswith("data: ") and '"agent_choice"' in line
+                if token and json.loads(line[6:])["type"] == "agent_choice":
+                    counts[n] += 1
+
+    start = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        for n in range(sessions):
+            nursery.start_soon(turn, n)
+    return sum(counts) / (time.monotonic() - start)
+
+
+async def throughput_sqlite(files: ServerFiles, rounds: int, sessions: int) -> float:
+    server = await start_server(files)
+    try:
+        async with client(server) as http:
+            return max([await token_rate([http], sessions) for _ in range(rounds)])
+    finally:
+        await server.stop()
+
+
+async def throughput_cluster(nodes: Cluster, rounds: int, sessions: int) -> float:
+    n1, n2 = await nodes.start_all(["n1", "n2"])
+    async with node_client(n1, 120) as h1, node_client(n2, 120) as h2:
+        return max([await token_rate([h1, h2], sessions) for _ in range(rounds)])
+
+
+def pct(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def main(args: argparse.Namespace) -> None:
+    model = TextModel()
+    with tempfile.TemporaryDirectory(prefix="gr-bench-cluster-") as tmp:
+        root = Path(tmp)
+        async with fake_model(model) as fake:
+            with trio.fail_after(BUDGET):
+                (root / "t").mkdir()
+                async with cluster(ServerFiles(root / "t", fake.url)) as nodes:
+                    times = await takeover(nodes, model, args.rounds)
+            print(
+                f"takeover after kill -9 (ttl 3 s): median {statistics.median(times):.2f} s,"
+                f" max {max(times):.2f} s, {[round(t, 2) for t in times]}"
+            )
+            with trio.fail_after(BUDGET):
+                (root / "l").mkdir()
+                async with cluster(ServerFiles(root / "l", fake.url)) as nodes:
+                    added = await remote_latency(nodes, model, args.rounds)
+            print(
+                f"remote subscriber, added latency over {len(added)} events:"
+                f" p50 {pct(added, 0.5) * 1000:.1f} ms, p90 {pct(added, 0.9) * 1000:.1f} ms,"
+                f" p99 {pct(added, 0.99) * 1000:.1f} ms"
+            )
+            model.tokens, model.delay = args.tokens, 0.0
+            with trio.fail_after(BUDGET):
+                (root / "s").mkdir()
+                files = ServerFiles(root / "s", fake.url)
+                one = await throughput_sqlite(files, args.rounds, args.sessions)
+            with trio.fail_after(BUDGET):
+                (root / "c").mkdir()
+                async with cluster(ServerFiles(root / "c", fake.url)) as nodes:
+                    two = await throughput_cluster(nodes, args.rounds, args.sessions)
+            print(
+                f"token events/s, {args.sessions} turns of {args.tokens} tokens at once:"
+                f" one SQLite node {one:,.0f}, two PostgreSQL nodes {two:,.0f}"
+                f" ({(two / one - 1) * 100:+.0f} %)"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=300)
+    trio.run(main, parser.parse_args())
