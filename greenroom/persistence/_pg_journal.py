@@ -73,7 +73,9 @@ def interrupted_sessions(conn: Conn, node: str, inc: int) -> list[str]:
 # --- turns ---------------------------------------------------------------------------------
 
 
-def begin_turn(conn: Conn, me: Me, lease: Lease, turn: TurnStart, rows: list[ItemRow]) -> tuple[int, ...]:
+def begin_turn(
+    conn: Conn, me: Me, lease: Lease, turn: TurnStart, rows: list[ItemRow]
+) -> tuple[int, ...]:
     fence.fence(conn, lease, *me, state="running")
     ids = tuple(sql.append_row(conn, turn.session_id, row) for row in rows)
     conn.execute(
@@ -248,9 +250,7 @@ def reserve_key(conn: Conn, session_id: str, key: str, now: float) -> bool:
 
 
 def release_key(conn: Conn, session_id: str, key: str) -> None:
-    conn.execute(
-        "DELETE FROM gr_idempotency WHERE session_id = %s AND key = %s", (session_id, key)
-    )
+    conn.execute("DELETE FROM gr_idempotency WHERE session_id = %s AND key = %s", (session_id, key))
 
 
 # --- recovery ------------------------------------------------------------------------------

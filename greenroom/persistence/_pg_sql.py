@@ -60,9 +60,7 @@ def upsert_session(conn: Conn, row: tuple[Any, ...]) -> None:
     cursor = conn.execute(UPSERT_METADATA, row)
     if cursor.rowcount == 0:  # a tombstone: the id is gone for good
         raise SessionNotFound(str(row[0]))
-    conn.execute(
-        "INSERT INTO gr_heads (session_id) VALUES (%s) ON CONFLICT DO NOTHING", (row[0],)
-    )
+    conn.execute("INSERT INTO gr_heads (session_id) VALUES (%s) ON CONFLICT DO NOTHING", (row[0],))
 
 
 def insert_item(conn: Conn, session_id: str, pos: int, item: Item) -> Item:
@@ -104,7 +102,9 @@ def append_item(conn: Conn, session_id: str, item: Item) -> int:
     return stored.id if isinstance(stored, Message) else 0
 
 
-def update_message(conn: Conn, session_id: str, message_id: int, role: str | None, body: str) -> bool:
+def update_message(
+    conn: Conn, session_id: str, message_id: int, role: str | None, body: str
+) -> bool:
     cursor = conn.execute(
         "UPDATE gr_items SET role = %s, body = %s WHERE item_id = %s AND session_id = %s"
         " AND kind = 'message'",
@@ -140,16 +140,14 @@ def delete_tree(conn: Conn, session_id: str) -> list[str]:
     released (so no writer, zombie or sweeper of the old epoch writes it again), and their
     history, log and records removed. The ids deleted."""
     ids = tree(conn, session_id)
-    conn.execute(
-        "UPDATE gr_sessions SET deleted_at = now() WHERE session_id = ANY(%s)", (ids,)
-    )
+    conn.execute("UPDATE gr_sessions SET deleted_at = now() WHERE session_id = ANY(%s)", (ids,))
     conn.execute(
         "UPDATE gr_heads SET epoch = epoch + 1, owner_node = NULL, owner_inc = NULL,"
         " state = 'idle' WHERE session_id = ANY(%s)",
         (ids,),
     )
     for table in ("gr_items", "gr_events", "gr_turns", "gr_tool_calls", "gr_idempotency"):
-        conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)", (ids,))  # noqa: S608
+        conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)", (ids,))
     # A parent's reference to a deleted sub-session goes too (SQLite: ON DELETE SET NULL).
     conn.execute("DELETE FROM gr_items WHERE sub_session_id = ANY(%s)", (ids,))
     return ids
