@@ -1,4 +1,4 @@
-"""The durable-log contract: one suite, run against the memory store and the SQLite store.
+"""The durable-log contract: one suite, run against the memory, SQLite and PostgreSQL stores.
 
 Events are write-behind (the commit listener hears of them), every other write returns once
 committed. Real clock: the SQLite store works in threads; every wait is bounded.
@@ -44,9 +44,12 @@ from greenroom.persistence import (
     open_memory_store,
     open_sqlite_store,
 )
+from greenroom.persistence.postgres import PostgresStore
+
+from .pg import postgres_store
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
-Store = MemoryStore | SqliteStore
+Store = MemoryStore | SqliteStore | PostgresStore
 
 
 class Commits:
@@ -73,10 +76,12 @@ class Commits:
 
 
 def open_kind(kind: str, path: Path) -> AbstractAsyncContextManager[Any]:
+    if kind == "postgres":
+        return postgres_store()
     return open_memory_store() if kind == "memory" else open_sqlite_store(path)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     async with open_kind(request.param, tmp_path / "log.db") as opened:
         yield opened

@@ -1,4 +1,4 @@
-"""The session store contract: one suite, run against the memory store and the SQLite store.
+"""The session store contract: one suite, run against the memory, SQLite and PostgreSQL stores.
 
 Every test gets a fresh store from the ``store`` fixture (``memory``, or ``sqlite`` on a real file
 in ``tmp_path``). These tests run on the real clock: the SQLite store works in threads, and
@@ -41,8 +41,10 @@ from greenroom.errors import (
 )
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
 
+from .pg import postgres_store
+
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
-KINDS = ["memory", "sqlite"]
+KINDS = ["memory", "sqlite", "postgres"]
 
 
 def at(seconds: float) -> dt.datetime:
@@ -52,6 +54,8 @@ def at(seconds: float) -> dt.datetime:
 def open_store(kind: str, tmp_path: Path) -> AbstractAsyncContextManager[Store]:
     if kind == "memory":
         return open_memory_store()
+    if kind == "postgres":
+        return postgres_store()
     return open_sqlite_store(tmp_path / "store.db")
 
 

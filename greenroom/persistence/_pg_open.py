@@ -1,0 +1,123 @@
+"""Opening greenroom's PostgreSQL database: connections with greenroom's settings, numbered
+migrations under an advisory lock, and errors that name the server and what to do."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from greenroom.errors import DatabaseError, NewerDatabase
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+# Any fixed key: every node migrating the same database takes the same transaction lock.
+_MIGRATION_LOCK = 0x67726D31
+# Bounds on what one statement, one lock wait and an idle transaction may take: a stuck server
+# or a forgotten transaction fails a request instead of hanging it (or holding locks).
+SETTINGS = {
+    "statement_timeout": "30s",
+    "lock_timeout": "10s",
+    "idle_in_transaction_session_timeout": "5s",
+}
+_OPTIONS = " ".join(f"-c {name}={value}" for name, value in SETTINGS.items())
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every bundled PostgreSQL migration, in order (1, 2, 3, ...)."""
+    found = []
+    for entry in resources.files("greenroom.persistence.pg_migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text()))
+    found.sort()
+    if [v for v, _, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError("bundled PostgreSQL migrations are not numbered 1..N")
+    return found
+
+
+def describe(dsn: str) -> str:
+    """``database "x" on host:port`` of a DSN, never its password."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "the PostgreSQL database of --db (the URL does not parse)"
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    dbname = params.get("dbname") or params.get("user") or "(default)"
+    return f'PostgreSQL database "{dbname}" on {host}:{port}'
+
+
+def connection_kwargs(role: str, node_id: str) -> dict[str, Any]:
+    """What every connection of the store is opened with (``role`` shows in pg_stat_activity)."""
+    return {
+        "autocommit": True,
+        "options": _OPTIONS,
+        "application_name": f"greenroom {role} {node_id}"[:63],
+        "connect_timeout": 10,
+    }
+
+
+def connect(dsn: str, role: str, node_id: str) -> psycopg.Connection[Any]:
+    """A connection in autocommit mode: transactions are explicit (``conn.transaction()``)."""
+    return psycopg.connect(dsn, **connection_kwargs(role, node_id))
+
+
+def _redact(text: str, dsn: str) -> str:
+    try:
+        password = conninfo_to_dict(dsn).get("password")
+    except psycopg.ProgrammingError:
+        password = None
+    return text.replace(str(password), "***") if password else text
+
+
+def explain(dsn: str, exc: Exception) -> DatabaseError:
+    """A DatabaseError for a failed connect: which server, why, and what to do."""
+    reason = _redact(str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc), dsn)
+    return DatabaseError(
+        f"cannot connect to the {describe(dsn)}: {reason}; check that the server runs and "
+        "accepts connections, and the host, port, database name and user in the --db URL"
+    )
+
+
+def open_and_migrate(dsn: str, node_id: str) -> psycopg.Connection[Any]:
+    """Connect (the writer connection) and bring the schema up to date; several nodes may do
+    this at once: the advisory lock lets one migrate while the others wait, then find it done."""
+    try:
+        conn = connect(dsn, "writer", node_id)
+    except psycopg.Error as exc:
+        raise explain(dsn, exc) from None
+    try:
+        migrate(conn, dsn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def migrate(conn: psycopg.Connection[Any], dsn: str) -> None:
+    known = migrations()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS gr_schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at timestamptz NOT NULL)"
+        )
+        applied = {r[0] for r in conn.execute("SELECT version FROM gr_schema_migrations")}
+        newest = max(applied, default=0)
+        if newest > len(known):
+            raise NewerDatabase(
+                f"the {describe(dsn)} was written by a newer greenroom (schema {newest}, this "
+                f"version knows {len(known)}); upgrade greenroom or choose another database"
+            )
+        for version, name, sql in known:
+            if version in applied:
+                continue
+            conn.execute(sql.encode())
+            conn.execute(
+                "INSERT INTO gr_schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                (version, name, dt.datetime.now(dt.UTC)),
+            )
