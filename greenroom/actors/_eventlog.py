@@ -381,6 +381,27 @@ class EventLog:
         self._progress.set()
         self._progress = trio.Event()
 
+    def extend_committed(self, rows: list[StoredEvent]) -> None:
+        """A mirror of a log another node writes (no writer of its own): take the events it
+        committed, with their seqs, in order, and deliver them; the ones it has are skipped.
+        Subscribers end after ``session_exited``."""
+        for row in rows:
+            if self._ended or row.seq <= self.committed:
+                continue
+            entry = LogEntry.stored(row)
+            self._ring.append(entry)
+            for subscriber in list(self._subscribers):
+                if not subscriber._offer(entry):
+                    self._subscribers.discard(subscriber)
+            self.last_seq = self.committed = row.seq
+            if entry.type == "session_exited":
+                self.closed = True
+                self._end_subscribers()
+        while len(self._ring) > self._limit:
+            self._ring.popleft()
+        self._progress.set()
+        self._progress = trio.Event()
+
     async def wait_for_room(self) -> None:
         """Wait while more than ``max_uncommitted`` events are not committed (the writer is
         behind): the producer's backpressure."""

@@ -188,10 +188,16 @@ async def _deltas_after(persistence: Persistence, session_id: str, after: int) -
 
 
 async def recover_session(
-    persistence: Persistence, session_id: str, *, reason: str = "server_restart"
+    persistence: Persistence,
+    session_id: str,
+    *,
+    reason: str = "server_restart",
+    lease: Lease | None = None,
 ) -> RecoveryPlan:
-    """Repair one session left running (see the module docstring); the plan it wrote."""
-    lease = await persistence.ownership.claim(session_id)
+    """Repair one session left running (see the module docstring); the plan it wrote.
+    ``lease``: the session is claimed already (a takeover), else it is claimed here."""
+    if lease is None:
+        lease = await persistence.ownership.claim(session_id)
     session = await persistence.store.get_session(session_id)
     turns = await persistence.events.turns(session_id, ("running",))
     started = await persistence.events.tool_calls(session_id, ("started",))

@@ -26,12 +26,20 @@ from greenroom.domain import (
     branch,
     next_fork_title,
 )
-from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
-from greenroom.persistence import Persistence, ToolCallRecord
+from greenroom.errors import (
+    GreenroomError,
+    NodeFenced,
+    OwnedElsewhere,
+    SessionGone,
+    SessionNotFound,
+    StoreError,
+)
+from greenroom.persistence import Lease, Persistence, ToolCallRecord
 
 from . import _commands as c
 from ._eventlog import DEFAULT_SUBSCRIBER_BUFFER, EventLog, LogEntry, Subscription
 from ._handle import SessionHandle, StreamGuard
+from ._recovery import recover_session
 from ._session import Call, SessionActor
 
 log = logging.getLogger(__name__)
@@ -86,6 +94,7 @@ class Registry:
         self._tombstones: set[str] = set()
         self._fork_lock = trio.Lock()
         self.ready = trio.Event()
+        self.fenced = False  # this node lost its cluster lease: no actor until it rejoins
 
     # --- actors --------------------------------------------------------------------------
 
@@ -99,6 +108,8 @@ class Registry:
         while True:
             if session_id in self._tombstones:
                 raise SessionNotFound(session_id)
+            if self.fenced:
+                raise NodeFenced()
             actor = self._actors.get(session_id)
             if actor is not None:
                 return actor
@@ -179,13 +190,20 @@ class Registry:
             except trio.EndOfChannel:
                 if actor.deleted:
                     raise SessionNotFound(actor.id) from None
+                if self.fenced:
+                    raise NodeFenced() from None
                 raise SessionGone() from None
             except BaseException:
                 # Cancelled with the answer already here: nobody else will take it.
                 with suppress(trio.WouldBlock, trio.EndOfChannel):
                     c.discard_reply(receive.receive_nowait())
                 raise
-        return result.unwrap()
+        try:
+            return result.unwrap()
+        except SessionGone:
+            if self.fenced:  # stopped by the fence, not by a crash
+                raise NodeFenced() from None
+            raise
 
     async def call_actor(self, actor: SessionActor, request: Any) -> Any:
         """Send ``request`` to this very actor (not a successor). Raises SessionGone when it
@@ -193,7 +211,7 @@ class Registry:
         try:
             return await self._call_actor(actor, request)
         except _Retired:
-            raise SessionGone() from None
+            raise NodeFenced() if self.fenced else SessionGone() from None
 
     async def call(self, session_id: str, request: Any) -> Any:
         """Send ``request`` to the session's actor (spawning it) and return its answer."""
@@ -214,16 +232,24 @@ class Registry:
     # --- registry-level operations ---------------------------------------------------------
 
     async def create(self, session: Session) -> Session:
+        if self.fenced:
+            raise NodeFenced()
         return await self.store.add_session(session)
 
     async def get(self, session_id: str) -> Session:
         """The live session: its actor's copy when it has one, else the stored one (reading a
-        session does not spawn an actor)."""
+        session does not spawn an actor). In a cluster, a session another live node owns
+        raises OwnedElsewhere: its owner's copy is the live one."""
         if session_id in self._tombstones:
             raise SessionNotFound(session_id)
         if session_id in self._actors or session_id in self._spawning:
             snapshot: c.SessionSnapshot = await self.call(session_id, c.Snapshot())
             return snapshot.session
+        membership = self.persistence.membership
+        if membership is not None:
+            owner = await membership.owner_of(session_id)
+            if owner is not None and owner.node_id != membership.node_id:
+                raise OwnedElsewhere(owner=owner.node_id, owner_url=owner.advertise_url)
         return await self.store.get_session(session_id)
 
     async def list_sessions(self) -> list[SessionSummary]:
@@ -271,7 +297,10 @@ class Registry:
         sessions = []
         for session_id in session_ids:
             try:
-                sessions.append(await self.get(session_id))
+                try:
+                    sessions.append(await self.get(session_id))
+                except OwnedElsewhere:  # an export reads what is stored
+                    sessions.append(await self.store.get_session(session_id))
             except SessionNotFound:
                 continue
         return sessions
@@ -336,7 +365,7 @@ class Registry:
     async def _claim(self, log_: EventLog) -> None:
         session_id = log_.session_id
         try:
-            lease = await self.persistence.ownership.claim(session_id)
+            lease = await self._claim_repaired(session_id)
         except Exception as exc:
             if not isinstance(exc, GreenroomError):
                 log.exception("claiming the log of session %s failed", session_id)
@@ -347,6 +376,67 @@ class Registry:
                 del self._logs[session_id]
             return
         log_.start(lease)
+
+    async def _claim_repaired(self, session_id: str) -> Lease:
+        """Claim the session's head; a head left ``running`` (its owner died mid-turn, on
+        another node or before a lost log) is repaired by crash recovery first, with this very
+        lease, so the actor only ever starts on a head that is idle or needs a decision."""
+        lease = await self.persistence.ownership.claim(session_id)
+        if lease.state != "running":
+            return lease
+        plan = await recover_session(self.persistence, session_id, reason="owner_lost", lease=lease)
+        log.warning(
+            "session %s taken over: %d turn(s) interrupted, %d tool call(s) in doubt",
+            session_id,
+            len(plan.interrupted_turns),
+            len(plan.in_doubt),
+        )
+        return attrs.evolve(
+            lease, last_seq=lease.last_seq + len(plan.events), state=plan.head_state
+        )
+
+    async def adopt(self, session_id: str) -> None:
+        """Claim a session whose owner died with its head running and repair it now (the
+        sweeper), so every subscriber sees the turn end; keep no actor for it. OwnedElsewhere
+        when another node was faster."""
+        if session_id in self._actors or session_id in self._logs:
+            return  # ours already: it was repaired when it was claimed
+        log_ = self.ensure_log(session_id)
+        if log_ is None:
+            return
+        await log_.wait_ready()
+        slot = self._logs.get(session_id)
+        if slot is None or slot.log is not log_ or session_id in self._actors:
+            return
+        if not self.log_pinned(session_id):  # nobody uses it: give the session up again
+            del self._logs[session_id]
+            if log_.lease is not None:
+                self.persistence.ownership.release_lease(log_.lease)
+
+    # --- the cluster fence -----------------------------------------------------------------
+
+    def fence_all(self, reason: str = "node fenced") -> None:
+        """This node lost its lease: stop every actor and end every log at once, writing
+        nothing more (another node may own the sessions already). Subscribers' streams end
+        without ``session_exited`` (clients resume on any node); calls answer NodeFenced, and
+        so does every request that needs an actor until :meth:`unfence`."""
+        self.fenced = True
+        logs, self._logs = self._logs, {}
+        draining, self._draining = self._draining, {}
+        for slot in logs.values():
+            if slot.pump is not None:
+                slot.pump.cancel(reason=reason)
+            slot.log.fail()
+        for log_ in draining.values():
+            log_.fail()
+        actors, self._actors = self._actors, {}
+        for actor in actors.values():
+            actor.lose(reason)
+        log.error("node fenced (%s): %d session(s) stopped", reason, len(actors))
+
+    def unfence(self) -> None:
+        """The node joined again: sessions are claimed afresh by the requests that need them."""
+        self.fenced = False
 
     def _on_commit(self, heads: Mapping[str, int], failed: Mapping[str, str]) -> None:
         """The writer's report (trio thread, after each commit): deliver what is committed;

@@ -381,14 +381,14 @@ class SessionActor:
 
     # --- synchronous reports (atomic in trio) ----------------------------------------------
 
-    def lose(self) -> None:
-        """The session's log could not be written: stop serving it at once (the registry has
-        forgotten this actor; the next request claims the session afresh)."""
+    def lose(self, reason: str = "event log lost") -> None:
+        """The session's log could not be written, or the node was fenced: stop serving it at
+        once (the registry has forgotten this actor; the next request claims it afresh)."""
         self.stopping = True
         if self.turn is not None:
-            self.turn.cancel("event log lost")
+            self.turn.cancel(reason)
         if self.title_scope is not None:
-            self.title_scope.cancel(reason="event log lost")
+            self.title_scope.cancel(reason=reason)
         self.mailbox.close()
 
     def log_event(self, event: Event) -> LogEntry | None:

@@ -14,10 +14,11 @@ from werkzeug.exceptions import HTTPException
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
-from greenroom.errors import GreenroomError, PayloadTooLarge, Unauthorized
+from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge, Unauthorized
 
 from ._cross_site import check_json_content_type, check_request
 from ._errors import map_error
+from ._forward import HOP_HEADER, ClaimHere
 from ._json import check_params, dumps, parse_body
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
@@ -54,19 +55,38 @@ def _quart_path(path: str) -> str:
     return re.sub(r"{(\w+)}", r"<\1>", path)
 
 
-async def _read_request(op: Operation, params: dict[str, str], limit: int) -> Request:
+async def _read_request(op: Operation, params: dict[str, str], limit: int) -> tuple[Request, bytes]:
+    """The parsed request, and its body as it came (for forwarding it to another node)."""
     body = None
+    data = b""
     if op.body is not None:
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"request body is larger than {limit} bytes")
-        data = await request.get_data(cache=False, as_text=False)
-        assert isinstance(data, bytes)
+        raw = await request.get_data(cache=False, as_text=False)
+        assert isinstance(raw, bytes)
+        data = raw
         if data.strip():
             check_json_content_type(request.headers.get("Content-Type"))
         body = parse_body(data, op.body, empty_ok=not op.body_required, array_field=op.array_body)
     raw_headers = {k.lower(): v for k, v in request.headers.items()}
     query, headers = check_params(op, params, dict(request.args), raw_headers)
-    return Request(params, query, headers, body, f"http {request.remote_addr or '?'}")
+    client = f"http {request.remote_addr or '?'}"
+    return Request(params, query, headers, body, client), data
+
+
+async def _forwarded(ctx: Context, op: Operation, exc: OwnedElsewhere, data: bytes) -> Response:
+    """The owner's answer to this request, proxied (raises ClaimHere, OwnerUnavailable)."""
+    assert ctx.forwarder is not None
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    target = request.full_path if request.query_string else request.path
+    session_id = request.view_args.get("session_id", "") if request.view_args else ""
+    upstream = await ctx.forwarder.send(session_id, exc, request.method, target, headers, data)
+    if op.stream and upstream.status == 200:
+        response = Response(upstream.chunks(), 200, dict(upstream.headers))
+        response.timeout = None
+        return response
+    body = await upstream.read(ctx.forwarder.answer_timeout)
+    return Response(body, upstream.status, dict(upstream.headers))
 
 
 def create_app(
@@ -88,8 +108,16 @@ def create_app(
     def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:
         async def view(**params: str) -> Response:
             try:
-                req = await _read_request(op, params, config.max_body)
-                result = await op.handler(ctx, req)
+                req, data = await _read_request(op, params, config.max_body)
+                try:
+                    result = await op.handler(ctx, req)
+                except OwnedElsewhere as exc:
+                    if ctx.forwarder is None or HOP_HEADER in request.headers:
+                        raise  # 421: a hop is never forwarded again
+                    try:
+                        return await _forwarded(ctx, op, exc, data)
+                    except ClaimHere:  # the owner died and its lease expired: serve it here
+                        result = await op.handler(ctx, req)
             except GreenroomError as exc:
                 return error_response(exc, op)
             if op.stream:

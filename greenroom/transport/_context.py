@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -12,6 +12,11 @@ from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
 
 from ._cross_site import SitePolicy
+
+if TYPE_CHECKING:
+    from greenroom.cluster import Mirrors
+
+    from ._forward import Forwarder
 
 
 class AgentCatalog(Protocol):
@@ -52,6 +57,9 @@ class Context:
     config: AppConfig
     shutting_down: trio.Event = attrs.field(factory=trio.Event)
     oauth: OAuthFlows = attrs.field(factory=OAuthFlows)  # MCP OAuth flows waiting for a redirect
+    # A cluster node: forwards requests to sessions' owners, mirrors their event logs.
+    forwarder: Forwarder | None = None
+    mirrors: Mirrors | None = None
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from greenroom import __version__
-from greenroom.actors import normalize_confirmation
+from greenroom.actors import Subscription, normalize_confirmation
 from greenroom.agents import QueuedMessage, Redirect, ResumeRequest
 from greenroom.domain import (
     Approval,
@@ -31,6 +31,7 @@ from greenroom.domain import (
 from greenroom.errors import (
     GreenroomError,
     InvalidRequest,
+    OwnedElsewhere,
     SessionNotRunning,
     WaitTimedOut,
 )
@@ -231,7 +232,18 @@ async def start_run(ctx: Context, req: Request) -> Any:
 async def subscribe_events(ctx: Context, req: Request) -> Any:
     """Subscribe to the session's event log after ``since`` (or the ``Last-Event-ID``)."""
     since = req.query.get("since", req.headers.get("last-event-id"))
-    return await ctx.registry.subscribe(_session_id(req), since)
+    return await subscribe(ctx, _session_id(req), since)
+
+
+async def subscribe(ctx: Context, session_id: str, since: int | None) -> Subscription:
+    """The session's log: its local one, or (a session another node owns) its mirror,
+    served from the database on this node."""
+    try:
+        return await ctx.registry.subscribe(session_id, since)
+    except OwnedElsewhere:
+        if ctx.mirrors is None:
+            raise
+        return await ctx.mirrors.subscribe(session_id, since)
 
 
 async def answer_elicitation(ctx: Context, req: Request) -> Reply:

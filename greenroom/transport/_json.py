@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from greenroom.domain import INT64_MAX, INT64_MIN, check_text, check_value, parse_lenient
-from greenroom.errors import GreenroomError, InvalidRequest, PayloadTooLarge
+from greenroom.errors import GreenroomError, InvalidRequest, OwnedElsewhere, PayloadTooLarge
 
 from ._params import path_param
 
@@ -130,6 +130,8 @@ def error_body(exc: GreenroomError, *, code: str | None = None) -> dict[str, Any
     body: dict[str, Any] = {"message": exc.message, "code": code or exc.code}
     if isinstance(exc, InvalidRequest):
         body["path"] = exc.path  # "$" when the body as a whole is wrong
+    if isinstance(exc, OwnedElsewhere) and exc.owner:
+        body["owner"] = exc.owner
     return body
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import trio
 from quart import Response, websocket
@@ -21,10 +22,12 @@ from quart_trio import QuartTrio
 
 from greenroom.actors import LogEntry, RunStream, Subscription
 from greenroom.domain import check_value, parse
-from greenroom.errors import GreenroomError, InvalidRequest, NotFound, Unauthorized
+from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
 
 from ._cross_site import check_request
+from ._endpoints import subscribe
 from ._errors import map_error
+from ._forward import ClaimHere, RemoteRun
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
@@ -196,15 +199,73 @@ class Connection:
             skip |= {"batch"} if op.stream else set()
             body = parse({k: v for k, v in frame.items() if k not in skip}, op.body)
         client = f"websocket {websocket.remote_addr or '?'}"
-        result = await op.handler(self.ctx, Request(params, query, headers, body, client))
+        req = Request(params, query, headers, body, client)
+        try:
+            result = await op.handler(self.ctx, req)
+        except OwnedElsewhere as exc:
+            if self.ctx.forwarder is None:
+                raise
+            try:  # the same path as REST: the owner answers over internal HTTP
+                await self._forward(op, frame_id, frame, params, exc, batch)
+                return
+            except ClaimHere:
+                result = await op.handler(self.ctx, req)
         if op.stream:
             await self._stream_run(frame_id, params["session_id"], result, batch)
             return
         assert isinstance(result, Reply)
         self.reply(frame_id, result.body)
 
+    async def _forward(
+        self,
+        op: Operation,
+        frame_id: Any,
+        frame: dict[str, Any],
+        params: dict[str, str],
+        exc: OwnedElsewhere,
+        batch: bool,
+    ) -> None:
+        """Send the op as its REST request to the session's owner; its answer is this
+        frame's reply (a run's SSE stream becomes the run's event frames)."""
+        forwarder = self.ctx.forwarder
+        assert forwarder is not None
+        path = op.path
+        if op.name == "run" and "agent_name" in params:
+            path += "/{agent_name}"
+        for name, value in params.items():
+            path = path.replace(f"{{{name}}}", quote(value, safe=""))
+        query = {
+            p.name: _scalar_text(frame[p.name]) for p in op.query if frame.get(p.name) is not None
+        }
+        target = f"{path}?{urlencode(query)}" if query else path
+        headers = {"content-type": "application/json"}
+        if "idempotency_key" in frame:
+            headers["idempotency-key"] = _text(frame, "idempotency_key")
+        data = b""
+        if op.body is not None:
+            skip = _FRAME_KEYS | set(params) | set(query) | {"idempotency_key", "batch"}
+            data = json.dumps({k: v for k, v in frame.items() if k not in skip}).encode()
+        session_id = params.get("session_id", "")
+        upstream = await forwarder.send(session_id, exc, op.method, target, headers, data)
+        if op.stream and upstream.status == 200:
+            try:
+                await self._stream_run(frame_id, session_id, RemoteRun(upstream), batch)
+            finally:
+                await upstream.aclose()
+            return
+        raw = await upstream.read(forwarder.answer_timeout)
+        try:
+            answer = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            answer = {"message": raw.decode(errors="replace"), "code": "bad_gateway"}
+        if 200 <= upstream.status < 300:
+            self.reply(frame_id, answer)
+        else:
+            error = {"status": upstream.status, **(answer if isinstance(answer, dict) else {})}
+            self.send(json.dumps({"id": frame_id, "ok": False, "error": error}))
+
     async def _stream_run(
-        self, frame_id: Any, session_id: str, stream: RunStream, batch: bool
+        self, frame_id: Any, session_id: str, stream: RunStream | RemoteRun, batch: bool
     ) -> None:
         self.reply(frame_id, {"streaming": True})
         run = json.dumps(frame_id)
@@ -244,7 +305,7 @@ class Connection:
         if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
             raise InvalidRequest("$.since: expected integer", path="$.since")
         batch = _batch(frame)
-        subscription = await self.ctx.registry.subscribe(session_id, since)
+        subscription = await subscribe(self.ctx, session_id, since)
         previous = self._subscriptions.pop(session_id, None)
         if previous is not None:
             previous.cancel()
