@@ -35,9 +35,10 @@ import trio
 
 from tests.agents import fake_openai as fo
 from tests.agents.fake_sse import Recorded, Reply
-from tests.cluster._clients import create, head, idle, query
+from tests.cluster._clients import create, head, idle
 from tests.cluster._nodes import Cluster, cluster, node_client
 from tests.crash_support import ServerFiles, client, fake_model, start_server, user
+from tests.pg import run_sql
 
 BUDGET = 300  # seconds any one part may take
 
@@ -67,7 +68,7 @@ async def poll(condition: Callable[[], Awaitable[bool]], limit: float) -> float:
 
 async def streaming(nodes: Cluster, session: str) -> bool:
     sql = "SELECT last_seq FROM gr_heads WHERE session_id = %s"
-    return int((await query(nodes.dsn, sql, session))[0][0]) > 5
+    return int((await run_sql(nodes.dsn, sql, session))[0][0]) > 5
 
 
 async def taken(nodes: Cluster, session: str, epoch: int) -> bool:

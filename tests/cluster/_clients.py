@@ -14,6 +14,7 @@ import trio
 from tests.cluster._checker import ClientLog, Expectations, Snapshot, check, digest, load_snapshot
 from tests.cluster._nodes import Cluster, Node, node_client
 from tests.crash_support import Watcher, side_effect_lines, user
+from tests.pg import run_sql
 
 AGENT = "crash"  # the agent file crash_support writes
 POLL = 0.05  # seconds between polls (real clock: other processes)
@@ -106,27 +107,16 @@ def error_code(response: httpx.Response) -> str:
 # --- the database ------------------------------------------------------------------------------
 
 
-def _query(database_url: str, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    import psycopg  # only tests with PostgreSQL get here
-
-    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
-        return list(conn.execute(sql, args))  # the tests' own SQL (str, not LiteralString)
-
-
-async def query(database_url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    return await trio.to_thread.run_sync(_query, database_url, sql, args)
-
-
 async def head(database_url: str, session_id: str) -> tuple[int, str | None, int | None, str]:
     """(epoch, owner node, owner incarnation, state) of the session's gr_heads row."""
     sql = "SELECT epoch, owner_node, owner_inc, state FROM gr_heads WHERE session_id = %s"
-    (row,) = await query(database_url, sql, session_id)
+    (row,) = await run_sql(database_url, sql, session_id)
     return int(row[0]), row[1], row[2], str(row[3])
 
 
 async def running_turns(database_url: str, session_id: str) -> int:
     sql = "SELECT count(*) FROM gr_turns WHERE session_id = %s AND state = 'running'"
-    return int((await query(database_url, sql, session_id))[0][0])
+    return int((await run_sql(database_url, sql, session_id))[0][0])
 
 
 async def eventually(what: str, condition: Callable[[], Awaitable[bool]], limit: float) -> float:

@@ -1,87 +1,45 @@
-"""Several real ``greenroom serve`` nodes on one PostgreSQL database created for the test.
+"""Several real ``greenroom serve`` nodes on one PostgreSQL database created for the test
+(tests/pg.py: its server, its skip rules).
 
 Each node is a subprocess on 127.0.0.1 port 0 with a short lease (``TTL`` / ``RENEW``), its
 stdout and stderr in a log file of its own (one per start), optionally reaching PostgreSQL
 through its own :class:`~tests.cluster._proxy.Proxy`. Nodes can be killed (SIGKILL), stopped
 (SIGSTOP), continued (SIGCONT) and started again under the same node id.
 
-PostgreSQL is the one at 127.0.0.1:5432 (trust, user ``postgres``); the database
-``gr_t_<hex>`` is created for the test and dropped after it. Without a reachable server the
-tests are skipped, unless ``GREENROOM_REQUIRE_POSTGRES=1`` (then they fail).
+PostgreSQL is ``GREENROOM_TEST_POSTGRES`` (default 127.0.0.1:5432, trust, user ``postgres``);
+the database ``gr_t_<hex>`` is created for the test and dropped after it. Without a reachable
+server the tests are skipped, unless ``GREENROOM_REQUIRE_POSTGRES=1`` (then they fail).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
-import pytest
 import trio
 
+from tests import pg
 from tests.cluster._proxy import Proxy
 from tests.crash_support import ServerFiles
 
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 TTL = 3.0  # seconds: the node lease
 RENEW = 0.5  # seconds between renewals
 STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 
 
-def postgres_or_skip() -> None:
-    """Skip (or, with GREENROOM_REQUIRE_POSTGRES=1, fail) without a reachable PostgreSQL."""
-    reason = _postgres_missing()
-    if reason is None:
-        return
-    if os.environ.get("GREENROOM_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"GREENROOM_REQUIRE_POSTGRES=1 but {reason}")
-    pytest.skip(reason)
-
-
-def _postgres_missing() -> str | None:
-    try:
-        import psycopg  # noqa: F401 (only whether it is installed)
-    except ImportError:
-        return "psycopg is not installed"
-    try:
-        with socket.create_connection((PG_HOST, PG_PORT), timeout=1):
-            pass
-    except OSError as error:
-        return f"no PostgreSQL at {PG_HOST}:{PG_PORT} ({error})"
-    return None
-
-
-def dsn(database: str, port: int = PG_PORT) -> str:
-    return f"postgresql://{PG_USER}@{PG_HOST}:{port}/{database}"
-
-
-def _admin(sql: str) -> None:
-    import psycopg  # imported only once PostgreSQL was found
-
-    with psycopg.connect(dsn("postgres"), autocommit=True, connect_timeout=10) as conn:
-        conn.execute(psycopg.sql.SQL(sql))  # sql: a database name made here, no input
-
-
-@asynccontextmanager
-async def scratch_database() -> AsyncIterator[str]:
-    """A new empty database for one test (its name), dropped after it."""
-    name = f"gr_t_{uuid.uuid4().hex[:12]}"
-    await trio.to_thread.run_sync(_admin, f"CREATE DATABASE {name}")
-    try:
-        yield name
-    finally:
-        with trio.CancelScope(shield=True), trio.fail_after(30):
-            await trio.to_thread.run_sync(_admin, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+def via(database_url: str, port: int) -> str:
+    """The same database reached through 127.0.0.1:``port`` (a proxy)."""
+    url = urlsplit(database_url)
+    return url._replace(netloc=f"{url.username}@127.0.0.1:{port}").geturl()
 
 
 @attrs.define(eq=False)
@@ -133,7 +91,7 @@ class Node:
 class Cluster:
     """The nodes of one test, on one database; every node is killed at the end."""
 
-    database: str
+    dsn: str  # the scratch database
     files: ServerFiles
     nursery: trio.Nursery  # runs the proxies
     nodes: dict[str, Node] = attrs.field(factory=dict)
@@ -141,10 +99,6 @@ class Cluster:
     extra_args: tuple[str, ...] = ()
     ttl: float = TTL
     renew: float = RENEW
-
-    @property
-    def dsn(self) -> str:
-        return dsn(self.database)
 
     def node(self, name: str) -> Node:
         return self.nodes[name]
@@ -157,9 +111,10 @@ class Cluster:
         old = self.nodes.get(name)
         proxy = old.proxy if old is not None else None
         if proxy is None and via_proxy:
-            proxy = Proxy(PG_HOST, PG_PORT)
+            url = urlsplit(self.dsn)
+            proxy = Proxy(url.hostname or "127.0.0.1", url.port or 5432)
             await self.nursery.start(proxy.serve)
-        database = dsn(self.database, proxy.port if proxy else PG_PORT)
+        database = via(self.dsn, proxy.port) if proxy else self.dsn
         self.starts += 1
         log = self.files.directory / f"{name}.{self.starts}.log"
         command = [sys.executable, "-m", "greenroom.cli", "serve", str(self.files.agent)]
@@ -225,7 +180,7 @@ async def cluster(
     files: ServerFiles, *, extra_args: tuple[str, ...] = ()
 ) -> AsyncIterator[Cluster]:
     """A scratch database and the nodes started on it (none yet)."""
-    async with scratch_database() as database, trio.open_nursery() as nursery:
+    async with pg.database() as database, trio.open_nursery() as nursery:
         nodes = Cluster(database, files, nursery, extra_args=extra_args)
         try:
             yield nodes

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster._nodes import Cluster, cluster, postgres_or_skip
+from tests.cluster._nodes import Cluster, cluster
 from tests.crash_support import ServerFiles, SlowModel, fake_model
 
 
@@ -20,6 +20,5 @@ def model() -> SlowModel:
 
 @pytest.fixture
 async def nodes(tmp_path: Path, model: SlowModel) -> AsyncIterator[Cluster]:
-    postgres_or_skip()
     async with fake_model(model) as fake, cluster(ServerFiles(tmp_path, fake.url)) as started:
         yield started

@@ -25,11 +25,11 @@ from tests.cluster._clients import (
     create,
     eventually,
     idle,
-    query,
     start_run,
     verify,
 )
 from tests.cluster._nodes import Cluster, Node, node_client
+from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -144,7 +144,7 @@ async def test_chaos(nodes: Cluster) -> None:
         live = [s for s in sessions if s not in chaos.deleted]
         for session in live:
             await eventually("turn ended", partial(idle, nodes.dsn, session), 30)
-        heads = dict(await query(nodes.dsn, "SELECT session_id, last_seq FROM gr_heads"))
+        heads = dict(await run_sql(nodes.dsn, "SELECT session_id, last_seq FROM gr_heads"))
         with trio.fail_after(30):
             for roamer in roamers:
                 session = roamer.watcher.session_id

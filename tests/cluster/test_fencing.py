@@ -17,7 +17,6 @@ from tests.cluster._clients import (
     eventually,
     head,
     in_doubt,
-    query,
     run_to_end,
     start_run,
     taken_over,
@@ -25,13 +24,14 @@ from tests.cluster._clients import (
 )
 from tests.cluster._nodes import Cluster, node_client
 from tests.cluster.test_failover import TAKEOVER_BOUND, has_type, tokens_at_least
+from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 async def incarnation(nodes: Cluster, name: str) -> int:
     sql = "SELECT incarnation FROM gr_nodes WHERE node_id = %s"
-    return int((await query(nodes.dsn, sql, name))[0][0])
+    return int((await run_sql(nodes.dsn, sql, name))[0][0])
 
 
 async def incarnation_above(nodes: Cluster, name: str, old: int) -> bool:
@@ -76,7 +76,7 @@ async def test_stopped_owner_and_partitioned_owner_fence_themselves(nodes: Clust
         takeover_seq = min(
             s for s, b in survivor_client.watcher.entries if b"turn_interrupted" in b
         )
-        assert (await query(nodes.dsn, sql, paused, taken, takeover_seq))[0][0] == 0
+        assert (await run_sql(nodes.dsn, sql, paused, taken, takeover_seq))[0][0] == 0
 
         # A database-only partition of the owner (its proxy pauses): it fences itself.
         parted = await create(h3)

@@ -16,13 +16,13 @@ from tests.cluster._clients import (
     eventually,
     head,
     idle,
-    query,
     run_to_end,
     start_run,
     verify,
 )
 from tests.cluster._nodes import Cluster, node_client
 from tests.crash_support import user
+from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         assert types[0] == "stream_started" and types[-1] == "stream_stopped", types
         await eventually("turn over", lambda: idle(nodes.dsn, session), 20)
         sql = "SELECT last_seq FROM gr_heads WHERE session_id = %s"
-        (last,) = (await query(nodes.dsn, sql, session))[0]
+        (last,) = (await run_sql(nodes.dsn, sql, session))[0]
         with trio.fail_after(10):
             for roamer in roamers:
                 roamer.watcher.expect(int(last))
@@ -67,7 +67,7 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         assert statuses == {(200, ""): 1, (409, "session_busy"): 2}, answers
         await eventually("race turn over", lambda: idle(nodes.dsn, raced), 20)
         sql = "SELECT count(*) FROM gr_turns WHERE session_id = %s"
-        assert (await query(nodes.dsn, sql, raced))[0][0] == 1
+        assert (await run_sql(nodes.dsn, sql, raced))[0][0] == 1
 
         # Delete through a node that does not own the session; watched on the others.
         epoch, owner, _, _ = await head(nodes.dsn, session)
