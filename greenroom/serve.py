@@ -167,7 +167,22 @@ class SourcesCatalog:
 
 
 @asynccontextmanager
-async def open_store(db: str) -> AsyncIterator[Persistence]:
+async def open_store(
+    db: str, *, node_id: str = "", advertise_url: str = "", lease_ttl: float = 10.0
+) -> AsyncIterator[Persistence]:
+    """The persistence ``db`` names: ``:memory:``, a ``postgresql://`` (or ``postgres://``)
+    URL (a cluster node: ``node_id`` defaults to the host name), else an SQLite file."""
+    if db.startswith(("postgresql://", "postgres://")):
+        from greenroom.persistence.postgres import open_postgres_store  # psycopg: only if used
+
+        async with open_postgres_store(
+            db,
+            node_id=node_id or socket.gethostname(),
+            advertise_url=advertise_url,
+            lease_ttl=lease_ttl,
+        ) as postgres:
+            yield postgres
+        return
     if db == ":memory:":
         async with open_memory_store() as memory:
             yield memory

@@ -1,6 +1,7 @@
 """Session stores and the durable event log: the :class:`Store` contract, the
 :class:`Persistence` interfaces (writer, event reader, ownership, commit bus), an in-memory
-implementation and an SQLite one."""
+implementation, an SQLite one, and a PostgreSQL one for several nodes
+(:mod:`greenroom.persistence.postgres`, imported on its own: it needs psycopg)."""
 
 from ._persistence import (
     CommitBus as CommitBus,
