@@ -52,9 +52,39 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
     serve.add_argument(
         "--db",
-        default="",
-        metavar="PATH|:memory:",
-        help="SQLite file (default: $XDG_DATA_HOME/greenroom/sessions.sqlite3)",
+        default=os.environ.get("GREENROOM_DB", ""),
+        metavar="PATH|:memory:|postgresql://...",
+        help="SQLite file, or a PostgreSQL URL that several nodes share (default: $GREENROOM_DB, "
+        "else $XDG_DATA_HOME/greenroom/sessions.sqlite3)",
+    )
+    serve.add_argument(
+        "--node-id",
+        default=os.environ.get("GREENROOM_NODE_ID", ""),
+        metavar="NAME",
+        help="this node's name in a cluster (PostgreSQL only; default: $GREENROOM_NODE_ID, "
+        "else the host name)",
+    )
+    serve.add_argument(
+        "--advertise-url",
+        default=os.environ.get("GREENROOM_ADVERTISE_URL", ""),
+        metavar="URL",
+        help="http://host:port at which the other nodes reach this one (PostgreSQL only; "
+        "default: $GREENROOM_ADVERTISE_URL, else the bound address)",
+    )
+    serve.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a node that has not renewed its lease for this long loses its sessions to the "
+        "others (PostgreSQL only; default 10)",
+    )
+    serve.add_argument(
+        "--lease-renew",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="how often the lease is renewed (PostgreSQL only; default: a third of --lease-ttl)",
     )
     serve.add_argument(
         "--auth-token",
@@ -168,6 +198,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
 
+    nodes = sub.add_parser("nodes", help="list the nodes of a cluster and their sessions")
+    nodes.add_argument(
+        "--db",
+        default=os.environ.get("GREENROOM_DB", ""),
+        metavar="postgresql://...",
+        help="the cluster's PostgreSQL URL (default: $GREENROOM_DB)",
+    )
+    nodes.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
     validate.add_argument("files", nargs="+", metavar="AGENT_FILE_OR_DIR")
 
@@ -224,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return validate_main(args.files)
     if args.command == "chat":
         return chat_main(args)
+    if args.command == "nodes":
+        return nodes_main(args)
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -255,8 +296,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         tune_gc=True,
         access_log=args.log_level == "debug",
         retention=retention,
+        node_id=args.node_id,
+        advertise_url=args.advertise_url,
+        lease_ttl=args.lease_ttl,
+        lease_renew=args.lease_renew,
     )
     return run(cfg)
+
+
+def nodes_main(args: argparse.Namespace) -> int:
+    """``greenroom nodes``: every node on record, its incarnation, state, lease and sessions."""
+    import json
+
+    import trio
+
+    from greenroom.cluster import node_json, nodes_table
+    from greenroom.errors import ConfigError, GreenroomError
+    from greenroom.persistence import NodeInfo
+    from greenroom.serve import is_cluster_db, open_store
+
+    if not is_cluster_db(args.db):
+        print("greenroom: nodes needs --db postgresql://... (or $GREENROOM_DB)", file=sys.stderr)
+        return 2
+
+    async def read() -> list[NodeInfo]:
+        async with open_store(args.db) as persistence:
+            if persistence.membership is None:
+                raise ConfigError(f"{args.db}: not a cluster database")
+            return await persistence.membership.nodes()
+
+    try:
+        found = trio.run(read)
+    except GreenroomError as exc:
+        print(f"greenroom: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([node_json(node) for node in found], indent=2))
+    else:
+        print("\n".join(nodes_table(found)))
+    return 0
 
 
 if __name__ == "__main__":

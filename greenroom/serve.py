@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import hypercorn.trio
@@ -41,6 +42,7 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, McpSettings, OAu
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
 from greenroom.agents.providers import ModelClients, open_model_clients, resolve_auto
+from greenroom.cluster import ClusterConfig, ClusterNode, sweep_once
 from greenroom.errors import (
     AgentConfigError,
     AgentSourceUnavailable,
@@ -57,6 +59,7 @@ from greenroom.transport import (
     MCP_OAUTH_LANDING,
     AppConfig,
     ClientLimits,
+    Forwarder,
     ShieldedSend,
     create_app,
 )
@@ -68,6 +71,9 @@ log = logging.getLogger("greenroom")
 TCP_USER_TIMEOUT_MS = 30_000
 SEND_BUFFER = 256 * 1024
 WS_MAX_MESSAGE = 4 * 1024 * 1024  # larger frames than the API's 1 MiB get an error reply first
+
+
+DEFAULT_LEASE_TTL = 10.0
 
 
 def default_db_path() -> Path:
@@ -100,9 +106,67 @@ class ServeConfig:
     access_log: bool = False  # a log line per request (greenroom serve --log-level debug)
     retention: RetentionPolicy = attrs.field(factory=RetentionPolicy)  # token deltas kept
     retention_interval: float = 60.0  # seconds between retention sweeps
+    # A cluster (--db postgresql://...): this node's name, the URL other nodes reach it at
+    # ("" = the bound http://host:port), its lease and how often it is renewed (0 = ttl / 3).
+    node_id: str = ""
+    advertise_url: str = ""
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    lease_renew: float = 0.0
+
+    @property
+    def cluster(self) -> bool:
+        return is_cluster_db(self.db)
 
 
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces: fits every header
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_ADVERTISE_URL = re.compile(r"https?://[^/?#\s]+/?")
+
+
+def is_cluster_db(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def check_cluster(cfg: ServeConfig) -> None:
+    """The cluster flags: only with PostgreSQL, and each one usable."""
+    if not cfg.cluster:
+        given = [
+            flag
+            for flag, value in (
+                ("--node-id", cfg.node_id),
+                ("--advertise-url", cfg.advertise_url),
+                ("--lease-ttl", cfg.lease_ttl != DEFAULT_LEASE_TTL),
+                ("--lease-renew", cfg.lease_renew),
+            )
+            if value
+        ]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} need --db postgresql://...: an SQLite or in-memory "
+                "database serves one node only"
+            )
+        return
+    if cfg.node_id and not _NODE_ID.fullmatch(cfg.node_id):
+        raise ConfigError(
+            "--node-id (or GREENROOM_NODE_ID) must be 1-64 letters, digits, '.', '_' or '-'"
+        )
+    if cfg.advertise_url and not _ADVERTISE_URL.fullmatch(cfg.advertise_url):
+        raise ConfigError(
+            "--advertise-url (or GREENROOM_ADVERTISE_URL) must be http(s)://host[:port] "
+            f"with no path (got {cfg.advertise_url!r})"
+        )
+    if not cfg.advertise_url and cfg.host.strip("[]") in ("0.0.0.0", "::", ""):
+        raise ConfigError(
+            f"--advertise-url is required with --host {cfg.host}: other nodes need an "
+            "address they can reach this one at"
+        )
+    if not cfg.lease_ttl > 0:
+        raise ConfigError("--lease-ttl must be a positive number of seconds")
+    if cfg.lease_renew < 0 or cfg.lease_renew > cfg.lease_ttl / 2:
+        raise ConfigError(
+            "--lease-renew must be positive and at most half of --lease-ttl "
+            f"({cfg.lease_ttl:g} s), so that one lost renewal does not fence the node"
+        )
 
 
 def check_config(cfg: ServeConfig) -> None:
@@ -118,6 +182,7 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
         raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
+    check_cluster(cfg)
     check_exposure(cfg)
 
 
@@ -199,8 +264,31 @@ async def open_store(
         yield sqlite
 
 
+def redact_dsn(db: str) -> str:
+    """A database URL without its password."""
+    parts = urlsplit(db)
+    if parts.password is None:
+        return db
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+@attrs.frozen
+class ClusterServing:
+    node: ClusterNode
+    forwarder: Forwarder
+    incarnation: int
+
+
 class _HypercornConfig(Config):
     _bound: Sockets | None = None
+
+    def bound_url(self, host: str) -> str:
+        """``http://host:port`` of the first socket :meth:`bind_now` bound (port 0 resolved)."""
+        assert self._bound is not None and self._bound.insecure_sockets
+        port = self._bound.insecure_sockets[0].getsockname()[1]
+        host = host.strip("[]")
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def bind_now(self) -> None:
         """Create the listening sockets before serving, so a port in use is reported at once
@@ -326,17 +414,72 @@ async def _serve_bound(
     embedded: bool,
     task_status: trio.TaskStatus[str],
 ) -> None:
-    async with open_store(cfg.db) as persistence:
+    if cfg.cluster:
+        cfg = attrs.evolve(
+            cfg,
+            node_id=cfg.node_id or socket.gethostname(),
+            advertise_url=(cfg.advertise_url or http_config.bound_url(cfg.host)).rstrip("/"),
+        )
+    async with open_store(
+        cfg.db, node_id=cfg.node_id, advertise_url=cfg.advertise_url, lease_ttl=cfg.lease_ttl
+    ) as persistence:
         # Before any request: turns the last process left running are marked interrupted.
-        report = await recover(persistence)
+        # (A cluster node repairs only what dead nodes left: its sweeper, once joined.)
+        report = await recover(persistence) if persistence.membership is None else None
         oauth = OAuthFlows()  # MCP OAuth flows: started by runtimes, completed by the routes
         async with (
             open_model_clients() as clients,
             open_registry(persistence, runtime_factory(cfg, sources, oauth, clients)) as registry,
         ):
-            await _serve_registry(
-                cfg, sources, http_config, embedded, persistence, registry, report, task_status
+            if persistence.membership is None:
+                await _serve_registry(
+                    cfg, sources, http_config, embedded, persistence, registry, report, task_status
+                )
+                return
+            await _serve_cluster(
+                cfg, sources, http_config, embedded, persistence, registry, task_status
             )
+
+
+async def _serve_cluster(
+    cfg: ServeConfig,
+    sources: AgentSources,
+    http_config: _HypercornConfig,
+    embedded: bool,
+    persistence: Persistence,
+    registry: Registry,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    """A cluster node: join (the lease keeper, the sweeper and the mirrors run beside the
+    HTTP server), repair what dead nodes left running, then serve with forwarding."""
+    config = ClusterConfig(lease_ttl=cfg.lease_ttl, lease_renew=cfg.lease_renew)
+    node = ClusterNode(persistence, registry, config)
+    async with trio.open_nursery() as nursery:
+        incarnation = await nursery.start(node.run)
+        await sweep_once(node.membership, registry)
+        forwarder = Forwarder(
+            node,
+            auth_token=cfg.auth_token,
+            connect_timeout=config.connect_timeout,
+            answer_timeout=config.forward_timeout,
+        )
+        try:
+            cluster = ClusterServing(node, forwarder, incarnation)
+            await _serve_registry(
+                cfg,
+                sources,
+                http_config,
+                embedded,
+                persistence,
+                registry,
+                None,
+                task_status,
+                cluster,
+            )
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await forwarder.aclose()
+            nursery.cancel_scope.cancel(reason="server stopped")
 
 
 async def _serve_registry(
@@ -346,20 +489,31 @@ async def _serve_registry(
     embedded: bool,
     persistence: Persistence,
     registry: Registry,
-    report: RecoveryReport,
+    report: RecoveryReport | None,
     task_status: trio.TaskStatus[str],
+    cluster: ClusterServing | None = None,
 ) -> None:
+    allowed_hosts = cfg.allowed_hosts
+    if cluster is not None:  # forwarded requests name this node as other nodes reach it
+        allowed_hosts = (*allowed_hosts, urlsplit(cfg.advertise_url).hostname or "")
     app_config = AppConfig(
         auth_token=cfg.auth_token,
         auth_label=cfg.auth_label,
         cors_origins=cfg.cors_origins,
         bind_host=cfg.host,
-        allowed_hosts=cfg.allowed_hosts,
+        allowed_hosts=allowed_hosts,
         working_dir_root=cfg.working_dir_root,
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
-    app = create_app(registry, SourcesCatalog(sources), app_config, oauth)
+    app = create_app(
+        registry,
+        SourcesCatalog(sources),
+        app_config,
+        oauth,
+        forwarder=cluster.forwarder if cluster is not None else None,
+        mirrors=cluster.node.mirrors if cluster is not None else None,
+    )
     context = app.greenroom  # type: ignore[attr-defined]
     stop = trio.Event()
 
@@ -396,22 +550,34 @@ async def _serve_registry(
             factory.mcp = attrs.evolve(factory.mcp, oauth_redirect_uri=redirect)
         if not embedded:
             print(f"greenroom listening on {url}", flush=True)
-            for line in startup_summary(cfg, sources, report):
+            node = None if cluster is None else (cluster.node.node_id, cluster.incarnation)
+            for line in startup_summary(cfg, sources, report, node):
                 print(f"  {line}", flush=True)
         task_status.started(url)
 
 
 def startup_summary(
-    cfg: ServeConfig, sources: AgentSources, report: RecoveryReport | None = None
+    cfg: ServeConfig,
+    sources: AgentSources,
+    report: RecoveryReport | None = None,
+    node: tuple[str, int] | None = None,
 ) -> list[str]:
     """What a person starting the server wants to know, after the ``listening`` line."""
-    if cfg.db == ":memory:":
+    if cfg.cluster:
+        database = f"PostgreSQL {redact_dsn(cfg.db)} (a cluster: nodes share it)"
+    elif cfg.db == ":memory:":
         database = "in memory (--db :memory:): sessions end with the process"
     else:
         database = str(Path(cfg.db) if cfg.db else default_db_path())
     names = ", ".join(sources.keys()) or "none"
     origin = "the bundled agent" if not cfg.agent_paths else ", ".join(cfg.agent_paths)
-    lines = [f"database: {database}", f"agents:   {names} ({origin})"]
+    lines = [f"database: {database}"]
+    if node is not None:
+        lines.append(
+            f"node:     {node[0]} incarnation {node[1]}, lease {cfg.lease_ttl:g} s, "
+            f"reached at {cfg.advertise_url}"
+        )
+    lines.append(f"agents:   {names} ({origin})")
     if not cfg.agent_paths:
         lines.append(f"model:    {resolve_auto()[1].removeprefix('auto model: ')}")
     if cfg.auth_token:

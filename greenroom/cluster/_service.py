@@ -65,6 +65,13 @@ class ClusterNode:
         """The ``Greenroom-Hop`` value of requests this node forwards."""
         return f"{self.node_id}:{self.incarnation}"
 
+    async def owner(self, session_id: str) -> tuple[str, str, float] | None:
+        """(node id, advertised URL, lease seconds left) of the session's live owner."""
+        found = await self.membership.owner_of(session_id)
+        if found is None or not found.alive:
+            return None
+        return found.node_id, found.advertise_url, found.lease_remaining
+
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Join, then keep the lease, sweep and mirror until cancelled; reports the
         incarnation once joined. On the way out the node leaves (its sessions are free)."""

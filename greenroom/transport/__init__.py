@@ -6,6 +6,7 @@ from ._app import (
     create_app as create_app,
 )
 from ._connections import ClientLimits as ClientLimits
+from ._forward import HOP_HEADER as HOP_HEADER, Forwarder as Forwarder
 from ._ops import (
     MCP_OAUTH_LANDING as MCP_OAUTH_LANDING,
     OPERATIONS as OPERATIONS,

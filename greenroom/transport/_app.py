@@ -14,11 +14,12 @@ from werkzeug.exceptions import HTTPException
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
+from greenroom.cluster import Mirrors
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge, Unauthorized
 
 from ._cross_site import check_json_content_type, check_request
 from ._errors import map_error
-from ._forward import HOP_HEADER, ClaimHere
+from ._forward import HOP_HEADER, ClaimHere, Forwarder
 from ._json import check_params, dumps, parse_body
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
@@ -94,15 +95,22 @@ def create_app(
     agents: AgentCatalog,
     config: AppConfig | None = None,
     oauth: OAuthFlows | None = None,
+    *,
+    forwarder: Forwarder | None = None,
+    mirrors: Mirrors | None = None,
 ) -> QuartTrio:
     """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`;
-    ``oauth`` holds the MCP OAuth flows the callback routes complete."""
+    ``oauth`` holds the MCP OAuth flows the callback routes complete; a cluster node forwards
+    requests to sessions' owners with ``forwarder`` and serves subscriptions to them from
+    ``mirrors``."""
     config = config or AppConfig()
     app = QuartTrio("greenroom")
     app.config["RESPONSE_TIMEOUT"] = None  # Quart's 60 s default would cut every stream
     app.config["BODY_TIMEOUT"] = 60
     app.config["MAX_CONTENT_LENGTH"] = config.max_body
-    ctx = Context(registry, agents, config, oauth=oauth or OAuthFlows())
+    ctx = Context(
+        registry, agents, config, oauth=oauth or OAuthFlows(), forwarder=forwarder, mirrors=mirrors
+    )
     app.greenroom = ctx  # type: ignore[attr-defined]
 
     def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:

@@ -71,6 +71,8 @@ def _session_id(req: Request) -> str:
     return req.params["session_id"]
 
 
+CLUSTER_PING = 1.0  # seconds the database has to answer a readiness probe's ping
+
 # --- handlers --------------------------------------------------------------------------------
 
 
@@ -89,8 +91,20 @@ async def ready(ctx: Context, req: Request) -> Reply:
             connected = False
     if scope.cancelled_caught:
         connected = True  # slow, not down: the query timed out
+    body: dict[str, Any] = {}
+    membership = ctx.registry.persistence.membership
+    if membership is not None:  # a cluster node: the database must answer, the lease be held
+        connected = False
+        with trio.move_on_after(CLUSTER_PING):
+            try:
+                await membership.ping()
+                connected = True
+            except GreenroomError:
+                pass
+        body = {"node_id": membership.node_id, "fenced": ctx.registry.fenced}
+        connected = connected and not ctx.registry.fenced
     ok = connected and not ctx.shutting_down.is_set()
-    body = {"ready": ok, "active_sessions": count, "store_connected": connected}
+    body = {"ready": ok, "active_sessions": count, "store_connected": connected, **body}
     return Reply(body, 200 if ok else 503)
 
 
