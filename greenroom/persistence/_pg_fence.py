@@ -158,12 +158,17 @@ def claim(conn: Conn, session_id: str, node: str, inc: int) -> Lease:
     if this incarnation owns it already, taken at epoch + 1 if it is unowned or its owner is
     dead (lease expired, or an old incarnation), else OwnedElsewhere."""
     require_live_node(conn, node, inc)
+    # Lock the head first, then read it with the owner's node row in a second statement: in
+    # READ COMMITTED a locking join re-checks only the locked row after waiting, keeping the
+    # joined gr_nodes row of its old snapshot (none, for a head that was unowned), so a
+    # concurrent claimer's fresh ownership would look dead and be taken over at once.
+    conn.execute("SELECT 1 FROM gr_heads WHERE session_id = %s FOR UPDATE", (session_id,))
     row = conn.execute(
         "SELECT h.epoch, h.owner_node, h.owner_inc, h.last_seq, h.state, s.deleted_at IS NULL,"
         " n.incarnation IS NOT DISTINCT FROM h.owner_inc AND n.lease_until > now(),"
         " n.advertise_url FROM gr_heads h JOIN gr_sessions s ON s.session_id = h.session_id"
         " LEFT JOIN gr_nodes n ON n.node_id = h.owner_node"
-        " WHERE h.session_id = %s FOR UPDATE OF h",
+        " WHERE h.session_id = %s",
         (session_id,),
     ).fetchone()
     if row is None or not row[5]:

@@ -100,7 +100,7 @@ async def run_to_end(http: httpx.AsyncClient, session_id: str, text: str) -> lis
 def error_code(response: httpx.Response) -> str:
     try:
         return str(response.json().get("code", ""))
-    except ValueError:
+    except (ValueError, httpx.ResponseNotRead):  # a stream left unread, or not JSON
         return ""
 
 
@@ -177,3 +177,23 @@ async def taken_over(database_url: str, session_id: str, epoch: int, dead: str) 
     """Another node claimed the session (a higher epoch) and its turn is no longer running."""
     now, owner, _, _ = await head(database_url, session_id)
     return now > epoch and owner != dead and await idle(database_url, session_id)
+
+
+async def all_caught_up(roamers: Sequence[Roamer], targets: dict[str, int], limit: float) -> None:
+    """Each roamer has received its session's events up to ``targets[session]``; fails with
+    where each one stands."""
+    for roamer in roamers:
+        roamer.watcher.expect(targets[roamer.watcher.session_id])
+    with trio.move_on_after(limit):
+        for roamer in roamers:
+            await roamer.watcher.caught_up.wait()
+        return
+    raise AssertionError(
+        "not caught up: "
+        + "; ".join(
+            f"{r.name} at {r.watcher.last} of {r.watcher.target}, statuses {r.statuses[-5:]},"
+            f" served by {r.served[-5:]}, problems {r.watcher.problems[-3:]}"
+            for r in roamers
+            if not r.watcher.caught_up.is_set()
+        )
+    )

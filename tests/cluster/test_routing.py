@@ -11,6 +11,7 @@ import trio
 
 from tests.cluster._clients import (
     Roamer,
+    all_caught_up,
     create,
     error_code,
     eventually,
@@ -45,10 +46,7 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         await eventually("turn over", lambda: idle(nodes.dsn, session), 20)
         sql = "SELECT last_seq FROM gr_heads WHERE session_id = %s"
         (last,) = (await run_sql(nodes.dsn, sql, session))[0]
-        with trio.fail_after(10):
-            for roamer in roamers:
-                roamer.watcher.expect(int(last))
-                await roamer.watcher.caught_up.wait()
+        await all_caught_up(roamers, {session: int(last)}, 10)
         seen = [dict(r.log().entries) for r in roamers]
         assert seen[0] == seen[1] == seen[2] and len(seen[0]) == last
 
