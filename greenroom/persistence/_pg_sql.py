@@ -138,7 +138,7 @@ def tree(conn: Conn, session_id: str) -> list[str]:
 def delete_tree(conn: Conn, session_id: str) -> list[str]:
     """Tombstone the session and its sub-sessions: ``deleted_at`` set, epoch + 1 and owner
     released (so no writer, zombie or sweeper of the old epoch writes it again), and their
-    history, log and records removed. The ids deleted."""
+    history and records removed (the log is kept). The ids deleted."""
     ids = tree(conn, session_id)
     conn.execute("UPDATE gr_sessions SET deleted_at = now() WHERE session_id = ANY(%s)", (ids,))
     conn.execute(
@@ -146,7 +146,9 @@ def delete_tree(conn: Conn, session_id: str) -> list[str]:
         " state = 'idle' WHERE session_id = ANY(%s)",
         (ids,),
     )
-    for table in ("gr_items", "gr_events", "gr_turns", "gr_tool_calls", "gr_idempotency"):
+    # The log stays (until retention): its last event is the session_exited the owner
+    # committed just before (same writer, in order), which ends the other nodes' mirrors.
+    for table in ("gr_items", "gr_turns", "gr_tool_calls", "gr_idempotency"):
         conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)", (ids,))
     # A parent's reference to a deleted sub-session goes too (SQLite: ON DELETE SET NULL).
     conn.execute("DELETE FROM gr_items WHERE sub_session_id = ANY(%s)", (ids,))

@@ -197,3 +197,20 @@ async def all_caught_up(roamers: Sequence[Roamer], targets: dict[str, int], limi
             if not r.watcher.caught_up.is_set()
         )
     )
+
+
+async def all_exited(roamers: Sequence[Roamer], limit: float) -> None:
+    """Each roamer got ``session_exited``; fails with where each one stands."""
+    with trio.move_on_after(limit):
+        for roamer in roamers:
+            await roamer.watcher.exited.wait()
+        return
+    raise AssertionError(
+        "no session_exited: "
+        + "; ".join(
+            f"{r.name} at {r.watcher.last} (last types {r.types()[-3:]}), statuses"
+            f" {r.statuses[-5:]}, served by {r.served[-5:]}"
+            for r in roamers
+            if not r.watcher.exited.is_set()
+        )
+    )

@@ -12,6 +12,7 @@ import trio
 from tests.cluster._clients import (
     Roamer,
     all_caught_up,
+    all_exited,
     create,
     error_code,
     eventually,
@@ -72,9 +73,7 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         via = next(n for n in (n1, n2, n3) if n.name != owner)
         async with node_client(via) as http:
             assert (await http.delete(f"/api/sessions/{session}")).status_code == 200
-        with trio.fail_after(10):
-            for roamer in roamers:
-                await roamer.watcher.exited.wait()
+        await all_exited(roamers, 10)
         for http in (h1, h2, h3):
             assert (await http.get(f"/api/sessions/{session}")).status_code == 404
             run = await http.post(f"/api/sessions/{session}/agent/crash", json=user("back?"))
