@@ -144,6 +144,47 @@ def intent(sid: str) -> Any:
     return ToolCallIntent(sid, "c1", "t", "tool", "{}", 1, Session.new().created_at)
 
 
+async def test_three_nodes_claiming_one_session_at_once_get_one_owner() -> None:
+    async with (
+        database() as dsn,
+        node(dsn, "n1") as one,
+        node(dsn, "n2") as two,
+        node(dsn, "n3") as three,
+    ):
+        sid = await new_session(one)
+        won: list[Lease] = []
+        lost: list[str] = []
+
+        async def claim(store: PostgresStore) -> None:
+            try:
+                won.append(await store.ownership.claim(sid))
+            except OwnedElsewhere as exc:
+                lost.append(exc.owner)
+
+        async with trio.open_nursery() as nursery:
+            for store in (one, two, three):
+                nursery.start_soon(claim, store)
+        assert [lease.epoch for lease in won] == [1]
+        owner = await one.membership.owner_of(sid)
+        assert owner is not None and lost == [owner.node_id] * 2
+
+
+async def test_connections_carry_the_timeouts() -> None:
+    async with database() as dsn, node(dsn, "n1") as one:
+        shown = await one._read(
+            lambda conn: [
+                conn.execute(f"SHOW {name}").fetchone()
+                for name in (
+                    "statement_timeout",
+                    "lock_timeout",
+                    "idle_in_transaction_session_timeout",
+                )
+            ]
+        )
+        assert shown == [("30s",), ("10s",), ("5s",)]
+        await one.membership.ping()
+
+
 async def test_join_bumps_the_incarnation_and_frees_the_old_ones_sessions_at_once() -> None:
     async with database() as dsn, node(dsn, "n1") as old:
         sid = await new_session(old)
@@ -254,18 +295,18 @@ async def test_an_owner_batch_committing_first_is_seen_by_the_takeover() -> None
 
 
 async def wait_for_lock_wait(dsn: str, node_id: str, *, present: bool = True) -> None:
-    """Until n's writer waits on a lock (present) or is inside its transaction (not present)."""
-    wanted = "Lock" if present else None
+    """Until node_id's writer waits on a lock (present), or runs its pg_sleep (not present)."""
     with trio.fail_after(10):
         while True:
             rows = await run_sql(
                 dsn,
-                "SELECT wait_event_type, state FROM pg_stat_activity WHERE application_name = %s",
+                "SELECT wait_event_type, state, query FROM pg_stat_activity"
+                " WHERE application_name = %s",
                 f"greenroom writer {node_id}",
             )
-            if present and rows and rows[0][0] == wanted:
+            if present and rows and rows[0][0] == "Lock":
                 return
-            if not present and rows and rows[0][1] == "active":
+            if not present and rows and rows[0][1] == "active" and "pg_sleep" in rows[0][2]:
                 return
             await trio.sleep(0.01)  # real time: polling another backend's state
 
@@ -275,7 +316,10 @@ async def test_a_takeover_committing_first_fences_the_owner_batch() -> None:
         commits = listen(one)
         sid = await new_session(one)
         lease = await one.ownership.claim(sid)
-        with psycopg.connect(dsn) as takeover:  # another node's claim, its commit held back
+        takeover: psycopg.Connection[Any] = await trio.to_thread.run_sync(
+            lambda: psycopg.connect(dsn)
+        )
+        with takeover:  # another node's claim, its commit held back
             await trio.to_thread.run_sync(
                 lambda: takeover.execute(
                     "UPDATE gr_heads SET epoch = epoch + 1, owner_node = 'n2', owner_inc = 1"
@@ -364,6 +408,7 @@ async def test_a_killed_connection_fails_its_request_with_database_unavailable()
             except DatabaseUnavailable:
                 failures += 1
         assert 1 <= failures <= 4
+        await one.membership.ping()  # the pool has healthy connections again
 
 
 async def test_a_deleted_session_is_a_tombstone_for_good() -> None:
