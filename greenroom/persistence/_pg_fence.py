@@ -158,28 +158,33 @@ def claim(conn: Conn, session_id: str, node: str, inc: int) -> Lease:
     if this incarnation owns it already, taken at epoch + 1 if it is unowned or its owner is
     dead (lease expired, or an old incarnation), else OwnedElsewhere."""
     require_live_node(conn, node, inc)
-    # Lock the head first, then read it with the owner's node row in a second statement: in
-    # READ COMMITTED a locking join re-checks only the locked row after waiting, keeping the
-    # joined gr_nodes row of its old snapshot (none, for a head that was unowned), so a
-    # concurrent claimer's fresh ownership would look dead and be taken over at once.
-    conn.execute("SELECT 1 FROM gr_heads WHERE session_id = %s FOR UPDATE", (session_id,))
+    # The head row alone, locked: a concurrent claim or delete commits first and this reads
+    # its result. (Joined rows would be re-read from the statement's old snapshot after the
+    # lock wait, READ COMMITTED's EvalPlanQual: three claimers all took the session.) Each
+    # later statement takes a fresh snapshot, after the lock.
     row = conn.execute(
-        "SELECT h.epoch, h.owner_node, h.owner_inc, h.last_seq, h.state, s.deleted_at IS NULL,"
-        " n.incarnation IS NOT DISTINCT FROM h.owner_inc AND n.lease_until > now(),"
-        " n.advertise_url FROM gr_heads h JOIN gr_sessions s ON s.session_id = h.session_id"
-        " LEFT JOIN gr_nodes n ON n.node_id = h.owner_node"
-        " WHERE h.session_id = %s",
+        "SELECT epoch, owner_node, owner_inc, last_seq, state FROM gr_heads"
+        " WHERE session_id = %s FOR UPDATE",
         (session_id,),
     ).fetchone()
-    if row is None or not row[5]:
+    gone = conn.execute(
+        "SELECT deleted_at IS NOT NULL FROM gr_sessions WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    if row is None or gone is None or gone[0]:
         raise SessionNotFound(session_id)
-    epoch, owner, owner_inc, last_seq, state, _, owner_live, owner_url = row
+    epoch, owner, owner_inc, last_seq, state = row
     if owner == node and owner_inc == inc:
         return Lease(session_id, int(epoch), int(last_seq), state)
-    if owner is not None and owner_live:
-        raise OwnedElsewhere(
-            f"node {owner} owns session {session_id}", owner=owner, owner_url=owner_url or ""
-        )
+    if owner is not None:
+        live = conn.execute(
+            "SELECT advertise_url FROM gr_nodes WHERE node_id = %s AND incarnation = %s"
+            " AND lease_until > now()",
+            (owner, owner_inc),
+        ).fetchone()
+        if live is not None:
+            raise OwnedElsewhere(
+                f"node {owner} owns session {session_id}", owner=owner, owner_url=live[0]
+            )
     taken = conn.execute(
         "UPDATE gr_heads SET epoch = epoch + 1, owner_node = %s, owner_inc = %s"
         " WHERE session_id = %s RETURNING epoch, last_seq, state",

@@ -61,14 +61,18 @@ class PgBus:
     # --- CommitBus -----------------------------------------------------------------------
 
     def updates(self) -> AsyncIterator[tuple[str, int]]:
-        return self._updates()
+        # An iterator object, not an async generator: nothing to finalise when dropped.
+        return self
 
-    async def _updates(self) -> AsyncIterator[tuple[str, int]]:
-        while True:
-            while self._buffer:
-                yield self._buffer.popleft()
+    def __aiter__(self) -> PgBus:
+        return self
+
+    async def __anext__(self) -> tuple[str, int]:
+        while not self._buffer:
             await self._arrived.wait()
             self._arrived = trio.Event()
+        await trio.lowlevel.checkpoint()
+        return self._buffer.popleft()
 
     # --- the trio side of the thread -----------------------------------------------------
 

@@ -241,16 +241,17 @@ class PgWriter:
                     try:
                         with conn.transaction():  # a savepoint: a failing job fails alone
                             results.append(outcome.Value(job.fn(conn)))
-                    except psycopg.OperationalError:
-                        raise  # the connection is gone: the whole batch with it
                     except Exception as exc:
+                        if conn.broken:
+                            raise  # the connection is gone: the whole batch with it
+                        # Undone to its savepoint (a lock or statement timeout included).
                         results.append(outcome.Error(translate(self.dsn, exc)))
                 if rows:
                     heads.update(fence.flush_events(conn, rows, failed, node, inc))
                 fence.notify(conn, node, heads)
         except psycopg.Error as exc:
             error = translate(self.dsn, exc)
-            if not isinstance(error, DatabaseUnavailable):
+            if not isinstance(error, (DatabaseUnavailable, OwnerUnavailable)):
                 error = StoreError(f"commit to the {describe(self.dsn)} failed: {exc}")
             jobs = sum(1 for job in batch if isinstance(job, _Job))
             return [outcome.Error(error) for _ in range(jobs)], {}, _all_failed(batch, str(exc))

@@ -248,6 +248,7 @@ async def open_postgres_store(
         kwargs=connection_kwargs("read", node_id),
         open=False,
         name=f"greenroom-read {node_id}",
+        timeout=5.0,  # a request waits this long for a connection, then DatabaseUnavailable
     )
     try:
         try:
