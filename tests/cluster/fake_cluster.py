@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import attrs
 import trio
@@ -104,7 +105,7 @@ class NodeView:
     def __init__(self, cluster: FakeCluster, node_id: str) -> None:
         self.cluster = cluster
         self.node_id = node_id
-        self.listener: object = None
+        self.listener: Any = None
         self.bus = FakeBus()
         self.renew_fails = False  # renew raises DatabaseUnavailable
         self.renew_answer: bool | None = None  # force renew's answer
@@ -135,10 +136,10 @@ class NodeView:
         return self
 
     # writer: the shared store's, with one listener per view
-    def listen(self, listener: object) -> None:
+    def listen(self, listener: Any) -> None:
         self.listener = listener
 
-    def __getattr__(self, name: str) -> object:
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.cluster.memory, name)
 
     # --- Ownership ---------------------------------------------------------------------------
