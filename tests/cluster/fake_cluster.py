@@ -121,6 +121,7 @@ class NodeView:
         self.hang: trio.Event | None = None  # renew waits for it, then fails
         self.joins = 0
         self.claims: list[str] = []
+        self.refuse: OwnedElsewhere | None = None  # claim raises it (a stale view of the owner)
 
     # --- Persistence ---------------------------------------------------------------------
 
@@ -160,6 +161,8 @@ class NodeView:
     async def claim(self, session_id: str) -> Lease:
         await trio.lowlevel.checkpoint()
         self.claims.append(session_id)
+        if self.refuse is not None:
+            raise self.refuse
         node = self._node
         if not self.cluster.live(self.node_id, node.incarnation):
             raise NodeFenced()
