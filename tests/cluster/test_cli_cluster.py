@@ -8,6 +8,7 @@ import json
 import pytest
 
 import greenroom.serve
+from greenroom.agents import AgentSources
 from greenroom.cli import main
 from greenroom.cluster import node_json, nodes_table
 from greenroom.errors import ConfigError
@@ -85,7 +86,7 @@ def test_nodes_needs_postgresql(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_startup_summary_names_the_node_and_hides_the_password() -> None:
     cfg = ServeConfig(db=PG, node_id="a", advertise_url="http://10.0.0.2:8080", lease_ttl=6)
-    lines = startup_summary(cfg, greenroom.serve.AgentSources.bundled(), None, ("a", 3))
+    lines = startup_summary(cfg, AgentSources.bundled(), None, ("a", 3))
     text = "\n".join(lines)
     assert "secret" not in text and redact_dsn(PG) in text
     assert "node:     a incarnation 3, lease 6 s, reached at http://10.0.0.2:8080" in lines
