@@ -35,6 +35,15 @@ def node_config(node_id: str) -> ServeConfig:
     )
 
 
+async def ready_is(client: httpx.AsyncClient, url: str, status: int) -> None:
+    """Until ``/ready`` answers ``status`` (polled: real timers move the node's state)."""
+    for _ in range(400):
+        if (await client.get(f"{url}/ready")).status_code == status:
+            return
+        await trio.sleep(0.05)
+    raise AssertionError(f"/ready never answered {status}")
+
+
 async def test_two_served_nodes_forward_and_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = FakeCluster(MemoryStore(), ttl=1.0)
     opened: dict[str, str] = {}
@@ -69,15 +78,13 @@ async def test_two_served_nodes_forward_and_fence(monkeypatch: pytest.MonkeyPatc
 
             view_b = cluster.views["b"]
             view_b.renew_answer = False  # the database says b's lease is gone
-            while (await client.get(f"{url_b}/ready")).status_code == 200:
-                await trio.sleep(0.05)  # real timers: the next renewal (0.1 s) fences
+            await ready_is(client, url_b, 503)  # the next renewal (0.1 s) fences
             fenced = (await client.get(f"{url_b}/ready")).json()
             assert fenced["fenced"] is True and fenced["ready"] is False
             created = await client.post(f"{url_b}/api/sessions", json={})
             assert created.status_code == 503 and created.json()["code"] == "node_fenced"
             view_b.renew_answer = None
-            while (await client.get(f"{url_b}/ready")).status_code != 200:
-                await trio.sleep(0.05)  # the rejoin comes with the next renewal round
+            await ready_is(client, url_b, 200)  # the rejoin comes with the next round
             assert cluster.nodes["b"].incarnation == 2
             nursery.cancel_scope.cancel()
     assert cluster.nodes["a"].lease_until == float("-inf")  # a left on the way out
