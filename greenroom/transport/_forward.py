@@ -35,7 +35,13 @@ from greenroom.errors import GreenroomError, OwnedElsewhere, OwnerUnavailable
 T = TypeVar("T")
 HOP_HEADER = "Greenroom-Hop"
 PASSED_HEADERS = ("content-type", "idempotency-key", "last-event-id", "accept")
-RETURNED_HEADERS = ("content-type", "retry-after", "cache-control", "www-authenticate")
+RETURNED_HEADERS = (
+    "content-type",
+    "retry-after",
+    "cache-control",
+    "www-authenticate",
+    "x-accel-buffering",
+)
 MAX_PEER_CONNECTIONS = 64
 
 
