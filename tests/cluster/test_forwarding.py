@@ -237,3 +237,21 @@ async def test_events_of_a_remote_session_come_from_the_database() -> None:
 
 def _warning(text: str) -> Warning:
     return Warning(text)
+
+
+async def test_batch_delete_reaches_each_sessions_owner() -> None:
+    with trio.fail_after(DEADLINE):
+        async with two_nodes() as (cluster, a, b, client):
+            remote = await owned_by(b, client)
+            free = (await a.registry.create(Session.new())).id
+            reply = await client.post(
+                f"{a.url}/api/sessions/batch/delete",
+                json={"session_ids": [remote, free, "no-such-session"]},
+            )
+            assert reply.json() == {
+                "deleted_count": 2,
+                "failed_count": 1,
+                "failed_ids": ["no-such-session"],
+            }
+            assert b.registry.is_deleted(remote) and a.registry.is_deleted(free)
+            assert await cluster.memory.list_sessions() == []
