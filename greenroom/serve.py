@@ -427,18 +427,32 @@ async def _serve_bound(
         # (A cluster node repairs only what dead nodes left: its sweeper, once joined.)
         report = await recover(persistence) if persistence.membership is None else None
         oauth = OAuthFlows()  # MCP OAuth flows: started by runtimes, completed by the routes
-        async with (
-            open_model_clients() as clients,
-            open_registry(persistence, runtime_factory(cfg, sources, oauth, clients)) as registry,
-        ):
-            if persistence.membership is None:
-                await _serve_registry(
-                    cfg, sources, http_config, embedded, persistence, registry, report, task_status
+        leave: list[ClusterNode] = []
+        try:
+            async with (
+                open_model_clients() as clients,
+                open_registry(
+                    persistence, runtime_factory(cfg, sources, oauth, clients)
+                ) as registry,
+            ):
+                if persistence.membership is None:
+                    await _serve_registry(
+                        cfg,
+                        sources,
+                        http_config,
+                        embedded,
+                        persistence,
+                        registry,
+                        report,
+                        task_status,
+                    )
+                    return
+                await _serve_cluster(
+                    cfg, sources, http_config, embedded, persistence, registry, task_status, leave
                 )
-                return
-            await _serve_cluster(
-                cfg, sources, http_config, embedded, persistence, registry, task_status
-            )
+        finally:
+            for node in leave:  # after every actor persisted: its sessions are free at once
+                await node.leave()
 
 
 async def _serve_cluster(
@@ -449,11 +463,13 @@ async def _serve_cluster(
     persistence: Persistence,
     registry: Registry,
     task_status: trio.TaskStatus[str],
+    leave: list[ClusterNode],
 ) -> None:
     """A cluster node: join (the lease keeper, the sweeper and the mirrors run beside the
     HTTP server), repair what dead nodes left running, then serve with forwarding."""
     config = ClusterConfig(lease_ttl=cfg.lease_ttl, lease_renew=cfg.lease_renew)
     node = ClusterNode(persistence, registry, config)
+    leave.append(node)
     async with trio.open_nursery() as nursery:
         incarnation = await nursery.start(node.run)
         await sweep_once(node.membership, registry)

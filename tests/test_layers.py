@@ -1,6 +1,6 @@
 """The dependency rule, checked on the source.
 
-transport -> actors -> (agents | persistence) -> domain.
+transport -> cluster -> actors -> (agents | persistence) -> domain.
 
 Nothing imports transport except serve.py and cli.py; agents and persistence never import each
 other; domain imports no other greenroom layer.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "greenroom"
-LAYERS = ("domain", "persistence", "agents", "actors", "transport")
+LAYERS = ("domain", "persistence", "agents", "actors", "cluster", "transport")
 CLIENTS = ("client", "chat", "web", "testing")
 SERVER_MODULES = ("serve", "cli", "errors")
 
@@ -29,7 +29,8 @@ FORBIDDEN = {
     "domain": {"persistence", "agents", "actors", "transport", *CLIENTS},
     "persistence": {"agents", "actors", "transport", *CLIENTS},
     "agents": {"persistence", "actors", "transport", *CLIENTS},
-    "actors": {"transport", *CLIENTS},
+    "actors": {"cluster", "transport", *CLIENTS},
+    "cluster": {"transport", *CLIENTS},
     "transport": {"client", "chat", "testing"},
 }
 # client package -> the greenroom packages and modules it must not import

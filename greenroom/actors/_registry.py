@@ -124,6 +124,8 @@ class Registry:
                 in_doubt = await self._open_log(session_id)
                 if session_id in self._tombstones:
                     raise SessionNotFound(session_id)
+                if self.fenced:  # fenced while claiming: its log is failed already
+                    raise NodeFenced()
                 started: SessionActor = await self._nursery.start(
                     self._supervise, SessionActor(self, session, in_doubt)
                 )

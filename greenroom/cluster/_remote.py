@@ -18,7 +18,7 @@ import trio
 
 from greenroom.actors import EventLog, Subscription
 from greenroom.actors._eventlog import DEFAULT_SUBSCRIBER_BUFFER, IDLE_RING
-from greenroom.errors import GreenroomError
+from greenroom.errors import GreenroomError, SessionNotFound
 from greenroom.persistence import CommitBus, EventReader
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,9 @@ class Mirrors:
             while not mirror.closed:
                 try:
                     rows = await self.events.read_events(session_id, mirror.committed, FETCH_PAGE)
+                except SessionNotFound:  # deleted, its events gone: subscribers end (404 next)
+                    mirror.fail()
+                    break
                 except GreenroomError as exc:  # the next poll tries again
                     log.warning("reading the events of session %s: %s", session_id, exc)
                     return

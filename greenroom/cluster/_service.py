@@ -74,22 +74,18 @@ class ClusterNode:
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Join, then keep the lease, sweep and mirror until cancelled; reports the
-        incarnation once joined. On the way out the node leaves (its sessions are free)."""
-        try:
-            async with trio.open_nursery() as nursery:
-                incarnation = await nursery.start(self.keeper.run)
-                nursery.start_soon(
-                    sweeper, self.membership, self.registry, self.config.sweep_interval
-                )
-                nursery.start_soon(self.mirrors.run)
-                task_status.started(incarnation)
-        finally:
-            with trio.move_on_after(2, shield=True):
-                await self._leave()
+        incarnation once joined. The caller :meth:`leave` s once its actors have stopped."""
+        async with trio.open_nursery() as nursery:
+            incarnation = await nursery.start(self.keeper.run)
+            nursery.start_soon(sweeper, self.membership, self.registry, self.config.sweep_interval)
+            nursery.start_soon(self.mirrors.run)
+            task_status.started(incarnation)
 
-    async def _leave(self) -> None:
+    async def leave(self) -> None:
+        """Release this incarnation's sessions and mark the node gone (shutdown, after the
+        actors persisted); if the database does not answer, the lease runs out instead."""
         if self.membership.incarnation:
-            with contextlib.suppress(GreenroomError):  # else its lease runs out instead
+            with trio.move_on_after(2, shield=True), contextlib.suppress(GreenroomError):
                 await self.membership.leave()
 
 

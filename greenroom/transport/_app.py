@@ -19,7 +19,7 @@ from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge, Un
 
 from ._cross_site import check_json_content_type, check_request
 from ._errors import map_error
-from ._forward import HOP_HEADER, ClaimHere, Forwarder
+from ._forward import HOP_HEADER, ClaimHere, Forwarder, served_here
 from ._json import check_params, dumps, parse_body
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
@@ -125,7 +125,7 @@ def create_app(
                     try:
                         return await _forwarded(ctx, op, exc, data)
                     except ClaimHere:  # the owner died and its lease expired: serve it here
-                        result = await op.handler(ctx, req)
+                        result = await served_here(lambda: op.handler(ctx, req))
             except GreenroomError as exc:
                 return error_response(exc, op)
             if op.stream:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import trio
@@ -39,6 +40,7 @@ from greenroom.persistence import ToolCallRecord
 
 from . import _bodies as b
 from ._context import Context, Reply, Request
+from ._forward import ClaimHere
 from ._workdir import validate_working_dir
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -471,11 +473,41 @@ def _ids(body: b.BatchBody) -> list[str]:
 
 
 async def batch_delete(ctx: Context, req: Request) -> Reply:
-    deleted, failed = await ctx.registry.batch_delete(_ids(req.body))
+    if ctx.forwarder is None:
+        deleted, failed = await ctx.registry.batch_delete(_ids(req.body))
+    else:
+        deleted, failed = await _batch_delete_everywhere(ctx, _ids(req.body))
     body: dict[str, Any] = {"deleted_count": deleted, "failed_count": len(failed)}
     if failed:
         body["failed_ids"] = failed
     return Reply(body)
+
+
+async def _batch_delete_everywhere(ctx: Context, session_ids: list[str]) -> tuple[int, list[str]]:
+    """A cluster: each session is deleted by its owner (a DELETE forwarded there), or here."""
+    forwarder = ctx.forwarder
+    assert forwarder is not None
+    deleted, failed = 0, []
+    for session_id in session_ids:
+        try:
+            try:
+                await ctx.registry.delete(session_id)
+            except OwnedElsewhere as exc:
+                target = f"/api/sessions/{quote(session_id, safe='')}"
+                try:
+                    upstream = await forwarder.send(session_id, exc, "DELETE", target, {}, b"")
+                except ClaimHere:
+                    await ctx.registry.delete(session_id)
+                else:
+                    await upstream.read(forwarder.answer_timeout)
+                    if not 200 <= upstream.status < 300:
+                        failed.append(session_id)
+                        continue
+        except GreenroomError:
+            failed.append(session_id)
+        else:
+            deleted += 1
+    return deleted, failed
 
 
 async def batch_export_sessions(ctx: Context, req: Request) -> Reply:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import AsyncIterator, Mapping
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 import attrs
 import httpx
@@ -32,14 +32,30 @@ import trio
 from greenroom.actors import LogEntry
 from greenroom.errors import GreenroomError, OwnedElsewhere, OwnerUnavailable
 
+T = TypeVar("T")
 HOP_HEADER = "Greenroom-Hop"
 PASSED_HEADERS = ("content-type", "idempotency-key", "last-event-id", "accept")
-RETURNED_HEADERS = ("content-type", "retry-after", "cache-control", "www-authenticate")
+RETURNED_HEADERS = (
+    "content-type",
+    "retry-after",
+    "cache-control",
+    "www-authenticate",
+    "x-accel-buffering",
+)
 MAX_PEER_CONNECTIONS = 64
 
 
 class ClaimHere(Exception):
     """The owner is gone for good (its lease expired): serve the request on this node."""
+
+
+async def served_here(handler: Callable[[], Awaitable[T]]) -> T:
+    """Run the request here after :class:`ClaimHere`; a node that claimed the session in
+    between makes it a 503 (retry) rather than a 421 a client cannot act on."""
+    try:
+        return await handler()
+    except OwnedElsewhere:
+        raise OwnerUnavailable("the session's ownership is moving between nodes; retry") from None
 
 
 class OwnerLookup(Protocol):

@@ -22,13 +22,18 @@ _ERROR_TEXT = {
     409: "Session busy, or not running, or nothing pending to answer",
     413: "Request body larger than 1 MiB",
     415: "Request body is not declared as JSON (Content-Type: application/json)",
-    421: "The Host header names a host this server does not answer to (--allowed-host)",
+    421: "The Host header names a host this server does not answer to (--allowed-host); or, "
+    "in a cluster, a request another node forwarded (Greenroom-Hop) reached a node that does "
+    "not own the session: `owned_elsewhere` with `owner`",
     422: "Model switching not supported by this runtime",
     429: "Queue full, or too many open requests from this client address; retry after "
     "Retry-After seconds",
     500: "Internal or store error",
     502: "Agent source or model unavailable",
-    503: "Not ready, shutting down, timed out waiting, or the session's actor stopped mid-call",
+    503: "Not ready, shutting down, timed out waiting, or the session's actor stopped mid-call; "
+    "in a cluster: `owner_unavailable` (the owning node does not answer; Retry-After: its "
+    "lease's remaining seconds), `node_fenced` (this node lost its lease and is rejoining) or "
+    "`database_unavailable`",
 }
 _ALSO_TEXT = {202: "Accepted: done, but what it waits for is still in progress"}
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -60,8 +65,9 @@ def _errors(*codes: int) -> JSON:
             "description": _ERROR_TEXT.get(status, "Error"),
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         }
-    if "429" in out:
-        out["429"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    for retried in ("429", "503"):
+        if retried in out:
+            out[retried]["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
     if "401" in out:
         out["401"]["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
     return out

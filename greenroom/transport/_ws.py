@@ -27,7 +27,7 @@ from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElse
 from ._cross_site import check_request
 from ._endpoints import subscribe
 from ._errors import map_error
-from ._forward import ClaimHere, RemoteRun
+from ._forward import ClaimHere, RemoteRun, served_here
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
@@ -209,7 +209,7 @@ class Connection:
                 await self._forward(op, frame_id, frame, params, exc, batch)
                 return
             except ClaimHere:
-                result = await op.handler(self.ctx, req)
+                result = await served_here(lambda: op.handler(self.ctx, req))
         if op.stream:
             await self._stream_run(frame_id, params["session_id"], result, batch)
             return

@@ -1,0 +1,91 @@
+"""Subscriptions to a session another node owns, from the database (fake cluster, mock clock):
+replay after ``since``, live from the bus, the poll when a notification is lost, the end after
+``session_exited``, and a slow subscriber dropped."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from greenroom.cluster import Mirrors
+from greenroom.domain import Session, Warning
+from greenroom.persistence import MemoryStore
+from tests.cluster.fake_cluster import FakeCluster
+from tests.cluster.support import node_registry
+from tests.fakes import collect
+
+
+def messages(entries) -> list[str]:
+    return [e.json()["message"] for e in entries if e.type == "warning"]
+
+
+async def test_replay_live_poll_and_end(autojump_clock: trio.testing.MockClock) -> None:
+    store = MemoryStore()
+    cluster = FakeCluster(store, ttl=1000)
+    a, b = cluster.view("a"), cluster.view("b")
+    await a.join()
+    await b.join()
+    session = await store.add_session(Session.new())
+    async with node_registry(b) as owner, trio.open_nursery() as nursery:
+        await owner.session(session.id).set_title("t")  # b owns it
+        for i in range(3):
+            owner.append_event(session.id, Warning(f"before {i}"))
+        mirrors = Mirrors(a.events, a.bus, poll_interval=2.0)
+        nursery.start_soon(mirrors.run)
+        first = await store.read_events(session.id, 0, 100)
+        since = first[0].seq  # the client saw the first event
+        subscription = await mirrors.subscribe(session.id, since)
+        entries, _ = await collect(subscription)
+        assert [e.seq for e in entries] == [e.seq for e in first[1:]]  # replay, in order
+        owner.append_event(session.id, Warning("live"))
+        entries, _ = await collect(subscription)
+        assert messages(entries) == ["live"]
+
+        a.bus.muted = True  # a lost NOTIFY: the poll reads it, within its interval
+        await trio.sleep(0.5)  # between two polls
+        owner.append_event(session.id, Warning("lost notify"))
+        start = trio.current_time()
+        await trio.testing.wait_all_tasks_blocked()
+        assert subscription.ready(10) == []  # nothing told this node
+        entry = await subscription.__anext__()
+        assert messages([entry]) == ["lost notify"]
+        assert 0 < trio.current_time() - start <= 2.0
+        a.bus.muted = False
+
+        await owner.delete(session.id)
+        entries, ended = await collect(subscription)
+        assert ended and entries[-1].type == "session_exited"
+        await trio.sleep(2.1)
+        assert session.id not in mirrors  # the mirror went with its last subscriber
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_slow_remote_subscriber_is_dropped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    cluster = FakeCluster(store, ttl=1000)
+    a, b = cluster.view("a"), cluster.view("b")
+    await a.join()
+    await b.join()
+    session = await store.add_session(Session.new())
+    async with node_registry(b) as owner, trio.open_nursery() as nursery:
+        await owner.session(session.id).set_title("t")
+        mirrors = Mirrors(a.events, a.bus, subscriber_buffer=4)
+        nursery.start_soon(mirrors.run)
+        slow = await mirrors.subscribe(session.id, None)
+        fast = await mirrors.subscribe(session.id, None)
+        seen: list[str] = []
+
+        async def read_fast() -> None:
+            async for entry in fast:
+                seen.extend(messages([entry]))
+
+        nursery.start_soon(read_fast)
+        for i in range(10):
+            owner.append_event(session.id, Warning(f"w{i}"))
+            await trio.testing.wait_all_tasks_blocked()
+        entries, ended = await collect(slow)
+        assert ended and slow.dropped and len(entries) <= 4
+        assert seen == [f"w{i}" for i in range(10)]
+        nursery.cancel_scope.cancel()
