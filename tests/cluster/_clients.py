@@ -24,14 +24,21 @@ POLL = 0.05  # seconds between polls (real clock: other processes)
 class Roamer:
     """A Watcher of one session that reconnects, with its last seq, to the first running node
     of ``prefer`` each time its stream ends (a node killed, stopped or fenced), until the
-    session ends (session_exited or 404) or it is cancelled. ``served`` names the node of
-    each connection that delivered at least one event."""
+    session ends (session_exited or 404) or it is cancelled."""
 
     name: str
     watcher: Watcher
     prefer: Sequence[str]
-    served: list[str] = attrs.field(factory=list)
+    connections: list[tuple[str, int]] = attrs.field(factory=list)  # (node, first entry)
     statuses: list[int] = attrs.field(factory=list)
+
+    @property
+    def served(self) -> list[str]:
+        """The nodes of the connections that delivered at least one event, in order."""
+        ends = [start for _, start in self.connections[1:]] + [len(self.watcher.entries)]
+        return [
+            name for (name, start), end in zip(self.connections, ends, strict=True) if end > start
+        ]
 
     @classmethod
     def of(cls, name: str, session_id: str, prefer: Sequence[str]) -> Roamer:
@@ -43,12 +50,10 @@ class Roamer:
             if node is None:
                 await trio.sleep(POLL)  # real clock: every preferred node is down for now
                 continue
-            before = len(self.watcher.entries)
+            self.connections.append((node.name, len(self.watcher.entries)))
             async with node_client(node, timeout=60) as http:
                 status = await self.watcher.watch(http)
             self.statuses.append(status)
-            if len(self.watcher.entries) > before:
-                self.served.append(node.name)
             if status == 404:
                 return
             await trio.sleep(POLL)  # real clock: do not spin on a node that refuses

@@ -47,10 +47,13 @@ async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:
             Roamer.of("on-n3", streaming, ["n3"]),
             Roamer.of("tool-on-n3", skipped, ["n3"]),
         ]
-        for roamer in roamers:
-            nursery.start_soon(roamer.run, nodes)
-        for session in (skipped, rerun):  # n1 claims them: it runs them
+        # n1 claims all three (the first node to run or subscribe to a session claims it).
+        for session in (skipped, rerun):
             assert (await start_run(h1, session, "call the tool")).status_code == 200
+        nursery.start_soon(roamers[0].run, nodes)
+        await eventually("n1 owns them", partial(owned_by, nodes, [streaming], "n1"), 20)
+        for roamer in roamers[1:]:
+            nursery.start_soon(roamer.run, nodes)
         await eventually("tools running", lambda: lines_at_least(nodes, 2), 20)
         assert (await start_run(h1, streaming, "stream")).status_code == 200
         await eventually("tokens flowing", lambda: tokens_at_least(roamers[0], 3), 20)
@@ -107,3 +110,8 @@ async def all_taken_over(nodes: Cluster, epochs: dict[str, int], dead: str) -> b
         if not await taken_over(nodes.dsn, session, epoch, dead):
             return False
     return True
+
+
+async def owned_by(nodes: Cluster, sessions: list[str], name: str) -> bool:
+    owners = [(await head(nodes.dsn, s))[1] for s in sessions]
+    return owners == [name] * len(sessions)

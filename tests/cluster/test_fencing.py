@@ -23,7 +23,7 @@ from tests.cluster._clients import (
     verify,
 )
 from tests.cluster._nodes import Cluster, node_client
-from tests.cluster.test_failover import TAKEOVER_BOUND, has_type, tokens_at_least
+from tests.cluster.test_failover import TAKEOVER_BOUND, has_type, owned_by, tokens_at_least
 from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -137,8 +137,3 @@ async def test_restart_with_the_same_node_id_frees_its_sessions_at_once(nodes: C
         )
         assert trio.current_time() - killed < nodes.ttl
         assert await in_doubt(h1, busy_one)
-
-
-async def owned_by(nodes: Cluster, sessions: list[str], name: str) -> bool:
-    owners = [(await head(nodes.dsn, s))[1] for s in sessions]
-    return owners == [name] * len(sessions)
