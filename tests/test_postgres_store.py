@@ -49,7 +49,8 @@ async def expire(dsn: str, node_id: str) -> None:
 async def backends(dsn: str, role: str, node_id: str) -> list[int]:
     rows = await run_sql(
         dsn,
-        "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+        " AND datname = current_database()",
         f"greenroom {role} {node_id}",
     )
     return [r[0] for r in rows]
