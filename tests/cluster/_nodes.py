@@ -99,6 +99,7 @@ class Cluster:
     extra_args: tuple[str, ...] = ()
     ttl: float = TTL
     renew: float = RENEW
+    agent: Path | None = None
 
     def node(self, name: str) -> Node:
         return self.nodes[name]
@@ -117,7 +118,9 @@ class Cluster:
         database = via(self.dsn, proxy.port) if proxy else self.dsn
         self.starts += 1
         log = self.files.directory / f"{name}.{self.starts}.log"
-        command = [sys.executable, "-m", "greenroom.cli", "serve", str(self.files.agent)]
+        if self.agent is None:  # written once: a rewrite makes running nodes reload it
+            self.agent = self.files.agent
+        command = [sys.executable, "-m", "greenroom.cli", "serve", str(self.agent)]
         command += ["--port", "0", "--db", database, "--node-id", name]
         command += ["--lease-ttl", str(self.ttl), "--lease-renew", str(self.renew)]
         command += ["--retain-deltas", "0", "--retain-deltas-per-session", "0"]

@@ -23,7 +23,13 @@ from tests.cluster._clients import (
     verify,
 )
 from tests.cluster._nodes import Cluster, node_client
-from tests.cluster.test_failover import TAKEOVER_BOUND, has_type, owned_by, tokens_at_least
+from tests.cluster.test_failover import (
+    TAKEOVER_BOUND,
+    has_type,
+    lines_at_least,
+    owned_by,
+    tokens_at_least,
+)
 from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -53,9 +59,9 @@ async def test_stopped_owner_and_partitioned_owner_fence_themselves(nodes: Clust
         zombie_client = Roamer.of("on-n1", paused, ["n1"])
         survivor_client = Roamer.of("on-n2", paused, ["n2"])
         roamers = [zombie_client, survivor_client]
+        assert (await start_run(h1, paused, "call the tool")).status_code == 200  # n1 claims
         for roamer in roamers:
             nursery.start_soon(roamer.run, nodes)
-        assert (await start_run(h1, paused, "call the tool")).status_code == 200
         await eventually("tool started", partial(has_type, zombie_client, "tool_call"), 20)
         epoch = (await head(nodes.dsn, paused))[0]
         old_inc = await incarnation(nodes, "n1")
@@ -68,25 +74,24 @@ async def test_stopped_owner_and_partitioned_owner_fence_themselves(nodes: Clust
         await decide(h2, paused, call, "skip")
         files.hold.unlink()  # the stopped node's tool may end now: its result is fenced
         assert "stream_stopped" in await run_to_end(h2, paused, "on the new owner")
-        taken = (await head(nodes.dsn, paused))[0]
         n1.resume()
         await eventually("n1 re-joins", partial(incarnation_above, nodes, "n1", old_inc), 20)
         assert "fenc" in n1.log_text().lower(), n1.log_text()[-2000:]
-        sql = "SELECT count(*) FROM gr_events WHERE session_id = %s AND epoch < %s AND seq > %s"
-        takeover_seq = min(
-            s for s, b in survivor_client.watcher.entries if b"turn_interrupted" in b
-        )
-        assert (await run_sql(nodes.dsn, sql, paused, taken, takeover_seq))[0][0] == 0
+        # Nothing of the stopped owner's epoch after the takeover (what it tried is fenced).
+        sql = "SELECT count(*) FROM gr_events WHERE session_id = %s AND epoch <= %s AND seq > %s"
+        entries = survivor_client.watcher.entries
+        takeover_seq = min(seq for seq, body in entries if b"turn_interrupted" in body)
+        assert (await run_sql(nodes.dsn, sql, paused, epoch, takeover_seq))[0][0] == 0
 
         # A database-only partition of the owner (its proxy pauses): it fences itself.
         parted = await create(h3)
         cut_off = Roamer.of("on-n3", parted, ["n3"])
         watcher = Roamer.of("on-n1b", parted, ["n1", "n2"])
         roamers += [cut_off, watcher]
+        files.hold.touch()
+        assert (await start_run(h3, parted, "stream")).status_code == 200  # n3 claims
         nursery.start_soon(cut_off.run, nodes)
         nursery.start_soon(watcher.run, nodes)
-        files.hold.touch()
-        assert (await start_run(h3, parted, "stream")).status_code == 200
         await eventually("tokens flowing", partial(tokens_at_least, cut_off, 2), 20)
         epoch = (await head(nodes.dsn, parted))[0]
         old_inc = await incarnation(nodes, "n3")
@@ -127,6 +132,7 @@ async def test_restart_with_the_same_node_id_frees_its_sessions_at_once(nodes: C
         nodes.files.hold.touch()
         assert (await start_run(h2, busy_one, "call the tool")).status_code == 200
         await eventually("n2 owns both", partial(owned_by, nodes, sessions, "n2"), 20)
+        await eventually("the tool runs", partial(lines_at_least, nodes, 2), 20)
         killed = trio.current_time()
         await nodes.restart("n2")
         nodes.files.hold.unlink()
