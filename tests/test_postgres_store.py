@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import trio
 
-from greenroom.domain import Session, Warning
+from greenroom.domain import Message, Session, Warning
 from greenroom.errors import (
     DatabaseError,
     DatabaseUnavailable,
@@ -436,3 +436,35 @@ async def test_a_deleted_session_is_a_tombstone_for_good() -> None:
         )
         assert (deleted, epoch, owner) == (True, lease.epoch + 1, None)
         assert await one.store.list_sessions() == []
+
+
+# --- the actors on PostgreSQL ----------------------------------------------------------------
+
+
+async def test_a_turn_run_by_an_actor_is_in_the_log_for_every_node() -> None:
+    from greenroom.actors import open_registry
+    from greenroom.domain import AgentChoice
+
+    from .fakes import STARTED, STOPPED, FakeFactory, FakeRuntime, drain, user
+
+    runtime = FakeRuntime(script=[STARTED, AgentChoice("hel"), AgentChoice("lo"), STOPPED])
+    async with database() as dsn, node(dsn, "n1") as one, node(dsn, "n2") as two:
+        await two.bus.listening()
+        with trio.fail_after(30):
+            async with open_registry(one, FakeFactory(runtime)) as registry:
+                sid = (await registry.create(Session.new(title="pg"))).id
+                await drain(await registry.session(sid).run("agent", (user("hi"),)))
+                last = await one.events.last_seq(sid)
+                assert last >= 4
+                seen = 0
+                while seen < last:  # n2 hears of every commit (one NOTIFY per batch)
+                    update = await next_update(two)
+                    assert update[0] == sid
+                    seen = update[1]
+                with pytest.raises(OwnedElsewhere):  # n1's actor holds the session
+                    await two.ownership.claim(sid)
+        stored = await two.events.read_events(sid, 0, 100)
+        assert [e.seq for e in stored] == list(range(1, last + 1))
+        assert b'"hel"' in b"".join(e.body for e in stored)
+        history = (await two.store.get_session(sid)).items
+        assert [m.role for m in history if isinstance(m, Message)] == ["user"]
