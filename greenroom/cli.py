@@ -310,10 +310,10 @@ def nodes_main(args: argparse.Namespace) -> int:
 
     import trio
 
-    from greenroom.cluster import node_json, nodes_table
+    from greenroom.cluster import is_cluster_db, node_json, nodes_table
     from greenroom.errors import ConfigError, GreenroomError
     from greenroom.persistence import NodeInfo
-    from greenroom.serve import is_cluster_db, open_store
+    from greenroom.serve import open_store
 
     if not is_cluster_db(args.db):
         print("greenroom: nodes needs --db postgresql://... (or $GREENROOM_DB)", file=sys.stderr)

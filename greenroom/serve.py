@@ -42,7 +42,15 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, McpSettings, OAu
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents._tools import default_tools_for
 from greenroom.agents.providers import ModelClients, open_model_clients, resolve_auto
-from greenroom.cluster import ClusterConfig, ClusterNode, sweep_once
+from greenroom.cluster import (
+    DEFAULT_LEASE_TTL,
+    ClusterConfig,
+    ClusterNode,
+    check_cluster_flags,
+    is_cluster_db,
+    redact_dsn,
+    sweep_once,
+)
 from greenroom.errors import (
     AgentConfigError,
     AgentSourceUnavailable,
@@ -71,9 +79,6 @@ log = logging.getLogger("greenroom")
 TCP_USER_TIMEOUT_MS = 30_000
 SEND_BUFFER = 256 * 1024
 WS_MAX_MESSAGE = 4 * 1024 * 1024  # larger frames than the API's 1 MiB get an error reply first
-
-
-DEFAULT_LEASE_TTL = 10.0
 
 
 def default_db_path() -> Path:
@@ -119,54 +124,6 @@ class ServeConfig:
 
 
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces: fits every header
-_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_ADVERTISE_URL = re.compile(r"https?://[^/?#\s]+/?")
-
-
-def is_cluster_db(db: str) -> bool:
-    return db.startswith(("postgresql://", "postgres://"))
-
-
-def check_cluster(cfg: ServeConfig) -> None:
-    """The cluster flags: only with PostgreSQL, and each one usable."""
-    if not cfg.cluster:
-        given = [
-            flag
-            for flag, value in (
-                ("--node-id", cfg.node_id),
-                ("--advertise-url", cfg.advertise_url),
-                ("--lease-ttl", cfg.lease_ttl != DEFAULT_LEASE_TTL),
-                ("--lease-renew", cfg.lease_renew),
-            )
-            if value
-        ]
-        if given:
-            raise ConfigError(
-                f"{', '.join(given)} need --db postgresql://...: an SQLite or in-memory "
-                "database serves one node only"
-            )
-        return
-    if cfg.node_id and not _NODE_ID.fullmatch(cfg.node_id):
-        raise ConfigError(
-            "--node-id (or GREENROOM_NODE_ID) must be 1-64 letters, digits, '.', '_' or '-'"
-        )
-    if cfg.advertise_url and not _ADVERTISE_URL.fullmatch(cfg.advertise_url):
-        raise ConfigError(
-            "--advertise-url (or GREENROOM_ADVERTISE_URL) must be http(s)://host[:port] "
-            f"with no path (got {cfg.advertise_url!r})"
-        )
-    if not cfg.advertise_url and cfg.host.strip("[]") in ("0.0.0.0", "::", ""):
-        raise ConfigError(
-            f"--advertise-url is required with --host {cfg.host}: other nodes need an "
-            "address they can reach this one at"
-        )
-    if not cfg.lease_ttl > 0:
-        raise ConfigError("--lease-ttl must be a positive number of seconds")
-    if cfg.lease_renew < 0 or cfg.lease_renew > cfg.lease_ttl / 2:
-        raise ConfigError(
-            "--lease-renew must be positive and at most half of --lease-ttl "
-            f"({cfg.lease_ttl:g} s), so that one lost renewal does not fence the node"
-        )
 
 
 def check_config(cfg: ServeConfig) -> None:
@@ -182,7 +139,9 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
         raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
-    check_cluster(cfg)
+    check_cluster_flags(
+        cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
+    )
     check_exposure(cfg)
 
 
@@ -262,15 +221,6 @@ async def open_store(
         ) from None
     async with open_sqlite_store(path) as sqlite:
         yield sqlite
-
-
-def redact_dsn(db: str) -> str:
-    """A database URL without its password."""
-    parts = urlsplit(db)
-    if parts.password is None:
-        return db
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 @attrs.frozen

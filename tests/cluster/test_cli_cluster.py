@@ -10,10 +10,10 @@ import pytest
 import greenroom.serve
 from greenroom.agents import AgentSources
 from greenroom.cli import main
-from greenroom.cluster import node_json, nodes_table
+from greenroom.cluster import node_json, nodes_table, redact_dsn
 from greenroom.errors import ConfigError
 from greenroom.persistence import NodeInfo
-from greenroom.serve import ServeConfig, check_config, redact_dsn, startup_summary
+from greenroom.serve import ServeConfig, check_config, startup_summary
 
 PG = "postgresql://greenroom:secret@db.internal/greenroom"
 
