@@ -22,3 +22,12 @@ def model() -> SlowModel:
 async def nodes(tmp_path: Path, model: SlowModel) -> AsyncIterator[Cluster]:
     async with fake_model(model) as fake, cluster(ServerFiles(tmp_path, fake.url)) as started:
         yield started
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this directory is a ``cluster`` test (``-m cluster`` / ``-m "not
+    cluster"``), whichever module it is in."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.cluster)
