@@ -71,6 +71,10 @@ async def streaming(nodes: Cluster, session: str) -> bool:
     return int((await run_sql(nodes.dsn, sql, session))[0][0]) > 5
 
 
+async def owned_by(nodes: Cluster, session: str, name: str) -> bool:
+    return (await head(nodes.dsn, session))[1] == name
+
+
 async def taken(nodes: Cluster, session: str, epoch: int) -> bool:
     now, owner, _, _ = await head(nodes.dsn, session)
     return now > epoch and owner != "n1" and await idle(nodes.dsn, session)
@@ -104,9 +108,11 @@ async def remote_latency(nodes: Cluster, model: TextModel, turns: int) -> list[f
         session = await create(h1)
         arrivals: dict[str, dict[int, float]] = {"local": {}, "remote": {}}
         async with trio.open_nursery() as nursery:
-            for name, http in (("local", h1), ("remote", h2)):
-                nursery.start_soon(subscribe, http, session, arrivals[name])
-            await trio.sleep(1)  # real clock: both subscriptions are open
+            # The first subscription claims the session: n1's, so n1 owns it and n2 mirrors.
+            nursery.start_soon(subscribe, h1, session, arrivals["local"])
+            await poll(partial(owned_by, nodes, session, "n1"), 30)
+            nursery.start_soon(subscribe, h2, session, arrivals["remote"])
+            await trio.sleep(1)  # real clock: the remote subscription is open
             for _ in range(turns):
                 path = f"/api/sessions/{session}/agent/crash"
                 async with h1.stream("POST", path, json=user("go")) as response:
@@ -114,6 +120,7 @@ async def remote_latency(nodes: Cluster, model: TextModel, turns: int) -> list[f
                         pass
             await trio.sleep(1)  # real clock: the last events reach both subscribers
             nursery.cancel_scope.cancel()
+    assert (await head(nodes.dsn, session))[1] == "n1"
     local, remote = arrivals["local"], arrivals["remote"]
     return [remote[seq] - local[seq] for seq in local if seq in remote]
 
