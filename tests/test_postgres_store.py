@@ -50,7 +50,7 @@ async def backends(dsn: str, role: str, node_id: str) -> list[int]:
     rows = await run_sql(
         dsn,
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-        " AND datname = current_database()",
+        " AND datname = current_database()",  # other tests may use other databases
         f"greenroom {role} {node_id}",
     )
     return [r[0] for r in rows]
@@ -302,7 +302,7 @@ async def wait_for_lock_wait(dsn: str, node_id: str, *, present: bool = True) ->
             rows = await run_sql(
                 dsn,
                 "SELECT wait_event_type, state, query FROM pg_stat_activity"
-                " WHERE application_name = %s",
+                " WHERE application_name = %s AND datname = current_database()",
                 f"greenroom writer {node_id}",
             )
             if present and rows and rows[0][0] == "Lock":
