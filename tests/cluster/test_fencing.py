@@ -108,6 +108,7 @@ async def test_stopped_owner_and_partitioned_owner_fence_themselves(nodes: Clust
         fence_after = await eventually("n3 fences itself", fenced, TAKEOVER_BOUND)
         print(f"partitioned node fenced after {fence_after:.2f} s (ttl {nodes.ttl} s)")
         assert fence_after <= nodes.ttl + 2
+        await eventually("its stream ended", partial(stream_ended, cut_off), 10)
         await eventually(
             "takeover", partial(taken_over, nodes.dsn, parted, epoch, "n3"), TAKEOVER_BOUND
         )
@@ -143,3 +144,7 @@ async def test_restart_with_the_same_node_id_frees_its_sessions_at_once(nodes: C
         )
         assert trio.current_time() - killed < nodes.ttl
         assert await in_doubt(h1, busy_one)
+
+
+async def stream_ended(roamer: Roamer) -> bool:
+    return bool(roamer.statuses)
