@@ -139,6 +139,33 @@ async def test_a_live_owner_keeps_its_session_and_a_dead_one_loses_it() -> None:
         assert [r[0] for r in await run_sql(dsn, "SELECT epoch FROM gr_events")] == [1, 1]
 
 
+async def test_plain_store_writes_of_a_node_that_lost_the_session_are_refused() -> None:
+    async with database() as dsn, node(dsn, "n1") as one, node(dsn, "n2") as two:
+        sid = await new_session(one)
+        await one.update_title(sid, "unowned: anyone may write")
+        await one.ownership.claim(sid)
+        await one.add_message(sid, Message.user("by the owner"))
+        await expire(dsn, "n1")
+        await two.ownership.claim(sid)  # a takeover while n1 was paused
+        late = [
+            one.add_message(sid, Message.user("late")),
+            one.update_title(sid, "late"),
+            one.set_starred(sid, True),
+            one.delete_session(sid),
+        ]
+        for write in late:
+            with pytest.raises(NodeFenced):
+                await write
+        stored = await two.get_session(sid)
+        assert (stored.title, stored.starred, len(stored.items)) == (
+            "unowned: anyone may write",
+            False,
+            1,
+        )
+        await two.update_title(sid, "by the new owner")
+        assert (await one.get_session(sid)).title == "by the new owner"
+
+
 def intent(sid: str) -> Any:
     from greenroom.persistence import ToolCallIntent
 

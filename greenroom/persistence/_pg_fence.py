@@ -143,6 +143,27 @@ def fence_owner(conn: Conn, session_id: str, node: str, inc: int, state: str | N
         raise _why_not(conn, session_id, None)
 
 
+def not_owned_elsewhere(conn: Conn, session_id: str, node: str, inc: int) -> None:
+    """The fence of a plain store write (a message, a title, permissions, a delete): refused
+    with NodeFenced once another node, or another incarnation of this one, owns the session --
+    what a paused node's late write would be after a takeover. A session nobody owns may be
+    written. An UPDATE, so a concurrent takeover is waited for and then seen (as ``fence``)."""
+    cursor = conn.execute(
+        "UPDATE gr_heads SET state = state WHERE session_id = %s"
+        " AND (owner_node IS NULL OR (owner_node = %s AND owner_inc = %s))",
+        (session_id, node, inc),
+    )
+    if cursor.rowcount:
+        return
+    row = conn.execute(
+        "SELECT owner_node FROM gr_heads WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    if row is not None:  # else no such session: the write's own SQL says so
+        raise NodeFenced(
+            f"node {row[0]} owns session {session_id} now; this node's write was refused"
+        )
+
+
 def require_live_node(conn: Conn, node: str, inc: int) -> None:
     """NodeFenced unless this node has joined and its lease holds (database clock)."""
     row = conn.execute(

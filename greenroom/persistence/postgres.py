@@ -34,7 +34,7 @@ from greenroom.domain import (
 )
 from greenroom.errors import InvalidRequest, MessageNotFound
 
-from . import _pg_sql as sql, _rows
+from . import _pg_fence as fence, _pg_sql as sql, _rows
 from ._pg_listen import PgBus
 from ._pg_log import PgLog
 from ._pg_membership import PgMembership
@@ -131,6 +131,16 @@ class PostgresStore(PgLog, PgMembership):
         except Exception as exc:
             return outcome.Error(translate(self.dsn, exc))
 
+    async def _guarded(self, session_id: str, fn: Callable[[Conn], T]) -> T:
+        """``fn`` as a write that another node's ownership of the session refuses."""
+        node, inc = self._me()
+
+        def write(conn: Conn) -> T:
+            fence.not_owned_elsewhere(conn, session_id, node, inc)
+            return fn(conn)
+
+        return await self._writer.write(write)
+
     # --- the Store contract ------------------------------------------------------------------
 
     async def add_session(self, session: Session) -> Session:
@@ -146,14 +156,14 @@ class PostgresStore(PgLog, PgMembership):
 
     async def update_session(self, session: Session) -> None:
         row = _rows.session_to_row(session)
-        await self._writer.write(lambda conn: sql.upsert_session(conn, row))
+        await self._guarded(session.id, lambda conn: sql.upsert_session(conn, row))
 
     async def delete_session(self, session_id: str) -> None:
-        await self._writer.write(lambda conn: sql.delete_tree(conn, session_id))
+        await self._guarded(session_id, lambda conn: sql.delete_tree(conn, session_id))
 
     async def _append(self, session_id: str, item: Message | Summary | ErrorItem) -> int:
         row = _rows.item_to_row(item)  # serialised here, so the writer thread only runs SQL
-        return await self._writer.write(lambda conn: sql.append_row(conn, session_id, row))
+        return await self._guarded(session_id, lambda conn: sql.append_row(conn, session_id, row))
 
     async def add_message(self, session_id: str, message: Message) -> int:
         return await self._append(session_id, message)
@@ -166,7 +176,7 @@ class PostgresStore(PgLog, PgMembership):
                 sql.require_session(conn, session_id)
                 raise MessageNotFound(f"message {message_id} not found in session {session_id}")
 
-        await self._writer.write(update)
+        await self._guarded(session_id, update)
 
     async def add_error(self, session_id: str, error: ErrorItem) -> None:
         await self._append(session_id, error)
@@ -175,12 +185,14 @@ class PostgresStore(PgLog, PgMembership):
         await self._append(session_id, summary)
 
     async def add_sub_session(self, parent_id: str, sub_session: Session) -> None:
-        await self._writer.write(
-            lambda conn: sql.append_item(conn, parent_id, SubSession(sub_session))
+        await self._guarded(
+            parent_id, lambda conn: sql.append_item(conn, parent_id, SubSession(sub_session))
         )
 
     async def _set(self, session_id: str, assignments: str, values: tuple[Any, ...]) -> None:
-        await self._writer.write(lambda conn: sql.set_fields(conn, session_id, assignments, values))
+        await self._guarded(
+            session_id, lambda conn: sql.set_fields(conn, session_id, assignments, values)
+        )
 
     async def update_title(self, session_id: str, title: str) -> None:
         await self._set(session_id, "title = %s", (title,))
