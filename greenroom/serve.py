@@ -420,6 +420,10 @@ async def _serve_cluster(
     config = ClusterConfig(lease_ttl=cfg.lease_ttl, lease_renew=cfg.lease_renew)
     node = ClusterNode(persistence, registry, config)
     leave.append(node)
+    if cfg.tune_gc:
+        # Before the join: a full collection of everything startup built can block the loop
+        # for longer than a short lease, and the watchdog would fence a node that just joined.
+        _settle_garbage_collector()
     async with trio.open_nursery() as nursery:
         incarnation = await nursery.start(node.run)
         await sweep_once(node.membership, registry)
@@ -507,7 +511,7 @@ async def _serve_registry(
             nursery.start_soon(_watch_signals, begin_shutdown)
         nursery.start_soon(_retain, persistence, cfg.retention, cfg.retention_interval)
         binds = await nursery.start(run_server)
-        if cfg.tune_gc:
+        if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()
         url = binds[0]
         if not cfg.mcp_oauth_redirect_uri and isinstance(factory, LocalRuntimeFactory):
