@@ -197,19 +197,18 @@ async def test_three_nodes_claiming_one_session_at_once_get_one_owner() -> None:
         assert owner is not None and lost == [owner.node_id] * 2
 
 
-async def test_connections_carry_the_timeouts() -> None:
-    async with database() as dsn, node(dsn, "n1") as one:
-        shown = await one._read(
-            lambda conn: [
-                conn.execute(f"SHOW {name}").fetchone()
-                for name in (
-                    "statement_timeout",
-                    "lock_timeout",
-                    "idle_in_transaction_session_timeout",
-                )
-            ]
-        )
-        assert shown == [("30s",), ("10s",), ("5s",)]
+async def test_connections_carry_the_timeouts_bounded_by_the_lease() -> None:
+    names = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
+
+    def show(conn: Any) -> list[Any]:
+        return [conn.execute(f"SHOW {name}").fetchone()[0] for name in names]
+
+    async with database() as dsn, node(dsn, "n1", lease_ttl=60) as one:
+        assert await one._read(show) == ["30s", "10s", "5s"]
+        # A short lease: no transaction of this node outlives it (a takeover would wait).
+        async with node(dsn, "n2", lease_ttl=3) as two:
+            assert await two._read(show) == ["3s", "10s", "3s"]
+            assert await two._writer.write(show) == ["3s", "10s", "3s"]
         await one.membership.ping()
 
 

@@ -23,7 +23,21 @@ SETTINGS = {
     "lock_timeout": "10s",
     "idle_in_transaction_session_timeout": "5s",
 }
-_OPTIONS = " ".join(f"-c {name}={value}" for name, value in SETTINGS.items())
+
+
+def options(lease_ttl: float | None = None) -> str:
+    """The connection's ``-c`` settings. A node's statements and idle transactions end within
+    its lease (``lease_ttl``): once the lease has run out, another node takes the sessions over,
+    and its claim would wait on every row lock a paused or cut-off node's transaction still held
+    (a COPY waiting for data is bounded by the statement timeout alone)."""
+    settings = dict(SETTINGS)
+    if lease_ttl:
+        for name, default in (
+            ("statement_timeout", 30.0),
+            ("idle_in_transaction_session_timeout", 5.0),
+        ):
+            settings[name] = f"{round(min(default, lease_ttl) * 1000)}ms"
+    return " ".join(f"-c {name}={value}" for name, value in settings.items())
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -51,19 +65,21 @@ def describe(dsn: str) -> str:
     return f'PostgreSQL database "{dbname}" on {host}:{port}'
 
 
-def connection_kwargs(role: str, node_id: str) -> dict[str, Any]:
+def connection_kwargs(role: str, node_id: str, lease_ttl: float | None = None) -> dict[str, Any]:
     """What every connection of the store is opened with (``role`` shows in pg_stat_activity)."""
     return {
         "autocommit": True,
-        "options": _OPTIONS,
+        "options": options(lease_ttl),
         "application_name": f"greenroom {role} {node_id}"[:63],
         "connect_timeout": 10,
     }
 
 
-def connect(dsn: str, role: str, node_id: str) -> psycopg.Connection[Any]:
+def connect(
+    dsn: str, role: str, node_id: str, lease_ttl: float | None = None
+) -> psycopg.Connection[Any]:
     """A connection in autocommit mode: transactions are explicit (``conn.transaction()``)."""
-    return psycopg.connect(dsn, **connection_kwargs(role, node_id))
+    return psycopg.connect(dsn, **connection_kwargs(role, node_id, lease_ttl))
 
 
 def _redact(text: str, dsn: str) -> str:
@@ -83,11 +99,13 @@ def explain(dsn: str, exc: Exception) -> DatabaseError:
     )
 
 
-def open_and_migrate(dsn: str, node_id: str) -> psycopg.Connection[Any]:
+def open_and_migrate(
+    dsn: str, node_id: str, lease_ttl: float | None = None
+) -> psycopg.Connection[Any]:
     """Connect (the writer connection) and bring the schema up to date; several nodes may do
     this at once: the advisory lock lets one migrate while the others wait, then find it done."""
     try:
-        conn = connect(dsn, "writer", node_id)
+        conn = connect(dsn, "writer", node_id, lease_ttl)
     except psycopg.Error as exc:
         raise explain(dsn, exc) from None
     try:
@@ -101,6 +119,9 @@ def open_and_migrate(dsn: str, node_id: str) -> psycopg.Connection[Any]:
 def migrate(conn: psycopg.Connection[Any], dsn: str) -> None:
     known = migrations()
     with conn.transaction():
+        # No lease is held yet, and a migration of a big database may take its time.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS gr_schema_migrations (version integer PRIMARY KEY,"

@@ -80,10 +80,16 @@ class PgWriter:
     owner every fence of that batch requires."""
 
     def __init__(
-        self, dsn: str, conn: Conn | None, node_id: str, me: Callable[[], tuple[str, int]]
+        self,
+        dsn: str,
+        conn: Conn | None,
+        node_id: str,
+        me: Callable[[], tuple[str, int]],
+        lease_ttl: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.node_id = node_id
+        self.lease_ttl = lease_ttl
         self._conn = conn
         self._me = me
         self.listener: CommitListener | None = None
@@ -217,7 +223,7 @@ class PgWriter:
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
-            self._conn = connect(self.dsn, "writer", self.node_id)
+            self._conn = connect(self.dsn, "writer", self.node_id, self.lease_ttl)
         return self._conn
 
     def _commit(

@@ -67,7 +67,7 @@ class PostgresStore(PgLog, PgMembership):
         self._incarnation = 0
         self._lease_ttl = lease_ttl
         self._pool = pool
-        self._writer = PgWriter(dsn, writer_conn, node_id, self._me)
+        self._writer = PgWriter(dsn, writer_conn, node_id, self._me, lease_ttl)
         self._bus = PgBus(dsn, node_id)
         self._read_limiter = trio.CapacityLimiter(_READERS)
 
@@ -252,12 +252,12 @@ async def open_postgres_store(
     and what to do when it cannot connect, and NewerDatabase for a schema newer than this code.
     """
     node_id = node_id or default_node_id()
-    writer_conn = await trio.to_thread.run_sync(open_and_migrate, dsn, node_id)
+    writer_conn = await trio.to_thread.run_sync(open_and_migrate, dsn, node_id, lease_ttl)
     pool: ConnectionPool[Any] = ConnectionPool(
         dsn,
         min_size=2,
         max_size=_READERS,
-        kwargs=connection_kwargs("read", node_id),
+        kwargs=connection_kwargs("read", node_id, lease_ttl),
         open=False,
         name=f"greenroom-read {node_id}",
         timeout=5.0,  # a request waits this long for a connection, then DatabaseUnavailable

@@ -3,11 +3,13 @@ wins a claim race, and a delete through any node ends the session everywhere."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import httpx
 import pytest
 import trio
+from trio_websocket import open_websocket_url
 
 from tests.cluster._clients import (
     Roamer,
@@ -22,7 +24,7 @@ from tests.cluster._clients import (
     start_run,
     verify,
 )
-from tests.cluster._nodes import Cluster, node_client
+from tests.cluster._nodes import Cluster, Node, node_client
 from tests.crash_support import user
 from tests.pg import run_sql
 
@@ -50,6 +52,11 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         await all_caught_up(roamers, {session: int(last)}, 10)
         seen = [dict(r.log().entries) for r in roamers]
         assert seen[0] == seen[1] == seen[2] and len(seen[0]) == last
+        # A WebSocket subscription on a node that does not own the session: the same log.
+        _, owner, _, _ = await head(nodes.dsn, session)
+        other = next(n for n in (n1, n2, n3) if n.name != owner)
+        sse = [(seq, json.loads(body)) for seq, body in roamers[0].watcher.entries]
+        assert await ws_replay(other, session, int(last)) == sse
 
         # Claim race: three nodes start a turn of one idle session at once.
         raced = await create(h3)
@@ -81,3 +88,18 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
         assert (await head(nodes.dsn, session))[0] > epoch  # fenced for every former writer
         nursery.cancel_scope.cancel()
     await verify(nodes, roamers, deleted=frozenset({session}))
+
+
+async def ws_replay(node: Node, session: str, last: int) -> list[tuple[int, object]]:
+    """Subscribe over the WebSocket from seq 0 and take the events up to ``last``."""
+    got: list[tuple[int, object]] = []
+    with trio.fail_after(15):
+        async with open_websocket_url(node.url.replace("http://", "ws://") + "/api/ws") as ws:
+            frame = {"id": "s", "op": "subscribe", "session_id": session, "since": 0}
+            await ws.send_message(json.dumps(frame))
+            while not got or got[-1][0] < last:
+                reply = json.loads(await ws.get_message())
+                assert "error" not in reply, reply
+                if reply.get("seq"):
+                    got.append((reply["seq"], reply["event"]))
+    return got
