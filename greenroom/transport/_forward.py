@@ -43,6 +43,7 @@ RETURNED_HEADERS = (
     "x-accel-buffering",
 )
 MAX_PEER_CONNECTIONS = 64
+MAX_FRAME = 16 * 1024 * 1024  # one SSE frame of a peer's run stream: peers are bounded too
 
 
 class ClaimHere(Exception):
@@ -218,6 +219,8 @@ class RemoteRun:
     def _feed(self, chunk: bytes) -> None:
         self._buffer += chunk
         *frames, self._buffer = self._buffer.split(b"\n\n")
+        if len(self._buffer) > MAX_FRAME:
+            raise GreenroomError(f"a peer's run stream sent a frame over {MAX_FRAME} bytes")
         for frame in frames:
             seq, data = 0, b""
             for line in frame.split(b"\n"):

@@ -211,6 +211,7 @@ def elicitation_form(page: Page, url: str) -> None:
     result = page.get_by_role("log").locator(".tool-result")
     expected = "accept: {'city': 'Lisbon', 'nights': 3, 'pets': True, 'budget': 'mid'}"
     expect(result).to_have_text(expected)
+    turn_over(page)
     # Escape cancels the next question.
     page.get_by_label("Message", exact=True).fill("again")
     page.get_by_role("button", name="Send").click()
@@ -437,6 +438,7 @@ def gap_flow(page: Page, url: str, drop_and_flood: object) -> None:
     assert callable(drop_and_flood)
     drop_and_flood()  # meanwhile what the page missed is out of the ring and the store
     expect(page.locator("#connection")).to_have_text("live")
+    turn_over(page)
     page.get_by_label("Message", exact=True).fill("again")
     page.get_by_role("button", name="Send").click()
     expect(log.locator(".message.assistant")).to_have_count(2)
@@ -586,6 +588,7 @@ def restarted_log(page: Page, url: str, drop: object) -> None:
     drop()  # and, while the page cannot reconnect, the idle session's actor and log go away
     page.context.set_offline(False)
     expect(page.locator("#connection")).to_have_text("live")
+    turn_over(page)
     page.get_by_label("Message", exact=True).fill("again")
     page.get_by_role("button", name="Send").click()
     expect(log.locator(".message.assistant")).to_have_count(2)  # the new log's events count

@@ -9,21 +9,24 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any, cast
 
 import attrs
 import httpx
 import hypercorn.trio
+import pytest
 import trio
 from trio_websocket import open_websocket_url
 
 from greenroom.actors import Registry, RegistryConfig, open_registry
 from greenroom.cluster import ClusterConfig, ClusterNode
 from greenroom.domain import Session, Warning
-from greenroom.errors import OwnedElsewhere
+from greenroom.errors import GreenroomError, OwnedElsewhere
 from greenroom.persistence import MemoryStore, Persistence
 from greenroom.serve import ServeConfig, hypercorn_config
 from greenroom.transport import AppConfig, Forwarder, ShieldedSend, create_app
+from greenroom.transport._forward import MAX_FRAME, RemoteRun, Upstream
 from tests.cluster.fake_cluster import FakeCluster, NodeView, _Owner
 from tests.fakes import FakeFactory, FakeRuntime
 from tests.transport.support import AGENT, FakeCatalog
@@ -255,3 +258,21 @@ async def test_batch_delete_reaches_each_sessions_owner() -> None:
             }
             assert b.registry.is_deleted(remote) and a.registry.is_deleted(free)
             assert await cluster.memory.list_sessions() == []
+
+
+async def test_a_peers_run_stream_is_read_frame_by_frame_and_bounded() -> None:
+    chunks = iter([b'id: 1\ndata: {"a"', b": 1}\n\nid: 2\ndata: {}\n\n", b"x" * (MAX_FRAME + 1)])
+
+    class Raw:  # the peer's response body, chunk by chunk
+        def __aiter__(self) -> Raw:
+            return self
+
+        async def __anext__(self) -> bytes:
+            return next(chunks)
+
+    response = SimpleNamespace(aiter_raw=Raw)
+    run = RemoteRun(Upstream(200, {}, response))  # type: ignore[arg-type]
+    first, second = await run.__anext__(), await run.__anext__()
+    assert [(first.seq, first.data), (second.seq, second.data)] == [(1, b'{"a": 1}'), (2, b"{}")]
+    with pytest.raises(GreenroomError, match="frame over"):
+        await run.__anext__()
