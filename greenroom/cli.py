@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often the lease is renewed (PostgreSQL only; default: a third of --lease-ttl)",
     )
     serve.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C, stop being ready and let running turns finish for up to "
+        "this long (a second signal stops at once; default 30 with PostgreSQL, else 0)",
+    )
+    serve.add_argument(
         "--auth-token",
         default=os.environ.get("GREENROOM_AUTH_TOKEN", ""),
         help="bearer token required on every route but /health and /ready "
@@ -300,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         advertise_url=args.advertise_url,
         lease_ttl=args.lease_ttl,
         lease_renew=args.lease_renew,
+        drain_timeout=args.drain_timeout,
     )
     return run(cfg)
 

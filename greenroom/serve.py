@@ -78,6 +78,7 @@ log = logging.getLogger("greenroom")
 # data (hypercorn shields its writes, so no deadline in Python can free such a task).
 TCP_USER_TIMEOUT_MS = 30_000
 SEND_BUFFER = 256 * 1024
+DEFAULT_CLUSTER_DRAIN = 30.0  # seconds a stopping cluster node lets running turns finish
 WS_MAX_MESSAGE = 4 * 1024 * 1024  # larger frames than the API's 1 MiB get an error reply first
 
 
@@ -117,6 +118,16 @@ class ServeConfig:
     advertise_url: str = ""
     lease_ttl: float = DEFAULT_LEASE_TTL
     lease_renew: float = 0.0
+    # On the first SIGTERM/SIGINT: stop being ready and let running turns finish for at most
+    # this long before they are cancelled (a second signal stops at once). None: 30 s on a
+    # cluster node (a rolling restart should not cut turns off), 0 on a single node.
+    drain_timeout: float | None = None
+
+    @property
+    def drain_seconds(self) -> float:
+        if self.drain_timeout is not None:
+            return self.drain_timeout
+        return DEFAULT_CLUSTER_DRAIN if self.cluster else 0.0
 
     @property
     def cluster(self) -> bool:
@@ -137,6 +148,8 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--keep-alive-timeout must be a positive number of seconds")
     if cfg.max_connections_per_client < 0:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
+    if cfg.drain_timeout is not None and not 0 <= cfg.drain_timeout <= 3600:
+        raise ConfigError("--drain-timeout must be 0 to 3600 seconds")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
         raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
     check_cluster_flags(
@@ -488,6 +501,32 @@ async def _serve_registry(
     stop = trio.Event()
 
     def begin_shutdown() -> None:
+        """The first signal drains (when there is time to), the next one stops at once."""
+        if stop.is_set():
+            return
+        if cfg.drain_seconds > 0 and not context.draining.is_set():
+            context.draining.set()
+            nursery.start_soon(drain)
+            return
+        stop_now()
+
+    async def drain() -> None:
+        log.info(
+            "draining: not ready; %d running turns may finish within %g s (signal again to "
+            "stop now)",
+            registry.running_turns(),
+            cfg.drain_seconds,
+        )
+        with trio.move_on_after(cfg.drain_seconds):
+            if persistence.membership is not None:
+                try:
+                    await persistence.membership.drain()
+                except GreenroomError as exc:
+                    log.warning("marking this node draining failed: %s", exc)
+            await registry.wait_turns_over()
+        stop_now()
+
+    def stop_now() -> None:
         if stop.is_set():
             return
         log.info("shutting down")

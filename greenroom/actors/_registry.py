@@ -578,6 +578,18 @@ class Registry:
             if actor.turn is not None:
                 actor.turn.cancel("server shutting down")
 
+    def running_turns(self) -> int:
+        return sum(1 for actor in self._actors.values() if actor.turn is not None)
+
+    async def wait_turns_over(self) -> None:
+        """Until no session of this node runs a turn (a draining server waits for this; its
+        caller bounds the wait). Turns that start meanwhile are waited for too."""
+        while True:
+            running = [actor for actor in self._actors.values() if actor.turn is not None]
+            if not running:
+                return
+            await running[0].wait_turn_over()
+
     def end_subscriptions(self) -> None:
         """End every live subscription without ``session_exited`` (server shutdown: clients
         reconnect with their last seq)."""

@@ -413,6 +413,11 @@ class SessionActor:
         self._turn_ended = trio.Event()
         self.registry.log_between_turns(self.id, False)
 
+    async def wait_turn_over(self) -> None:
+        """Until this session runs no turn."""
+        while self.turn is not None:
+            await self._turn_ended.wait()
+
     def end_turn(self, turn: Turn) -> None:
         """Idle again *before* the stream closes: a client that drains it can run again."""
         if self.turn is turn:

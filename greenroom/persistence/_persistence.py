@@ -155,6 +155,9 @@ class Membership(Protocol):
     async def leave(self) -> None:
         """Release every session this incarnation owns and mark the node gone."""
 
+    async def drain(self) -> None:
+        """Mark this node ``draining`` (it is stopping: its running turns may finish)."""
+
     async def nodes(self) -> list[NodeInfo]:
         """Every node on record, with the sessions each owns."""
 

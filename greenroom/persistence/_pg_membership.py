@@ -108,6 +108,15 @@ class PgMembership:
             )
         )
 
+    async def drain(self) -> None:
+        node, inc = self._node_id, self._incarnation
+        await self._read(
+            lambda conn: conn.execute(
+                "UPDATE gr_nodes SET state = 'draining' WHERE node_id = %s AND incarnation = %s",
+                (node, inc),
+            )
+        )
+
     async def leave(self) -> None:
         node, inc = self._node_id, self._incarnation
         if inc == 0:

@@ -56,6 +56,7 @@ class Context:
     agents: AgentCatalog
     config: AppConfig
     shutting_down: trio.Event = attrs.field(factory=trio.Event)
+    draining: trio.Event = attrs.field(factory=trio.Event)  # stopping once running turns end
     oauth: OAuthFlows = attrs.field(factory=OAuthFlows)  # MCP OAuth flows waiting for a redirect
     # A cluster node: forwards requests to sessions' owners, mirrors their event logs.
     forwarder: Forwarder | None = None

@@ -105,8 +105,11 @@ async def ready(ctx: Context, req: Request) -> Reply:
                 pass
         body = {"node_id": membership.node_id, "fenced": ctx.registry.fenced}
         connected = connected and not ctx.registry.fenced
-    ok = connected and not ctx.shutting_down.is_set()
+    draining = ctx.draining.is_set()
+    ok = connected and not ctx.shutting_down.is_set() and not draining
     body = {"ready": ok, "active_sessions": count, "store_connected": connected, **body}
+    if draining:  # load balancers send new clients elsewhere while running turns finish
+        body["draining"] = True
     return Reply(body, 200 if ok else 503)
 
 

@@ -120,6 +120,7 @@ class NodeView:
         self.renew_answer: bool | None = None  # force renew's answer
         self.hang: trio.Event | None = None  # renew waits for it, then fails
         self.joins = 0
+        self.drained = False  # drain() was called (a stopping node)
         self.claims: list[str] = []
         self.refuse: OwnedElsewhere | None = None  # claim raises it (a stale view of the owner)
 
@@ -221,6 +222,10 @@ class NodeView:
     async def leave(self) -> None:
         await trio.lowlevel.checkpoint()
         self._node.lease_until = float("-inf")
+
+    async def drain(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self.drained = True
 
     async def nodes(self) -> list[NodeInfo]:
         await trio.lowlevel.checkpoint()

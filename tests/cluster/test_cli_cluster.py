@@ -59,6 +59,7 @@ def test_flags_and_environment_reach_the_config(monkeypatch: pytest.MonkeyPatch)
         ({"lease_renew": 6.0}, "--lease-renew"),
         ({"lease_renew": -1.0}, "--lease-renew"),
         ({"host": "0.0.0.0", "auth_token": "t"}, "--advertise-url"),
+        ({"drain_timeout": -1.0}, "--drain-timeout"),
     ],
 )
 def test_bad_cluster_flags_are_refused_by_name(changes: dict[str, object], named: str) -> None:
@@ -72,6 +73,15 @@ def test_cluster_flags_need_postgresql(db: str) -> None:
     with pytest.raises(ConfigError, match="--node-id, --lease-ttl need --db postgresql"):
         check_config(ServeConfig(db=db, node_id="a", lease_ttl=5.0))
     check_config(ServeConfig(db=db))
+
+
+def test_drain_timeout_defaults_to_30_s_on_a_cluster_and_0_on_one_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert ServeConfig(db=PG).drain_seconds == 30.0
+    assert ServeConfig(db=":memory:").drain_seconds == 0.0
+    assert ServeConfig(db=":memory:", drain_timeout=5.0).drain_seconds == 5.0
+    assert parsed(monkeypatch, "--db", PG, "--drain-timeout", "0").drain_seconds == 0.0
 
 
 def test_serve_reports_a_flag_error_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
