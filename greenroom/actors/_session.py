@@ -108,6 +108,7 @@ class SessionActor:
         self.idempotency = IdempotencyCache()
         self.deleted = False
         self.stopping = False
+        self.lost = False  # lose(): the registry forgot this actor; its late events are dropped
         self.exited = trio.Event()  # set by the registry once this actor's task has ended
         self.nursery: trio.Nursery | None = None
         # The registry holds the only send end; closing it retires the actor.
@@ -278,10 +279,14 @@ class SessionActor:
 
     @property
     def log(self) -> EventLog | None:
+        if self.lost:  # never a new log (and claim) for an actor the registry has forgotten
+            return None
         return self.registry.ensure_log(self.id)
 
     @property
     def lease(self) -> Lease:
+        if self.lost:
+            raise SessionGone()
         log_ = self.log
         if log_ is None or log_.lease is None:
             raise SessionNotFound(self.id)
@@ -362,8 +367,9 @@ class SessionActor:
         return stored
 
     async def end_turn_record(self, turn: Turn, state: TurnState, reason: str = "") -> None:
-        """Record how the turn ended (shielded and bounded: a cancelled turn records it too)."""
-        if self.deleted:
+        """Record how the turn ended (shielded and bounded: a cancelled turn records it too).
+        A lost actor records nothing: the session's next owner repairs the turn."""
+        if self.deleted or self.lost:
             return
         log_ = self.log
         end = TurnEnd(turn.turn_id, self.id, state, log_.last_seq if log_ else 0, reason)
@@ -383,8 +389,11 @@ class SessionActor:
 
     def lose(self, reason: str = "event log lost") -> None:
         """The session's log could not be written, or the node was fenced: stop serving it at
-        once (the registry has forgotten this actor; the next request claims it afresh)."""
+        once (the registry has forgotten this actor; the next request claims it afresh). What
+        its cancelled turn still reports is dropped: the session is not this actor's any more,
+        and a late event must not claim it again (say, after the node rejoined)."""
         self.stopping = True
+        self.lost = True
         if self.turn is not None:
             self.turn.cancel(reason)
         if self.title_scope is not None:
@@ -392,6 +401,8 @@ class SessionActor:
         self.mailbox.close()
 
     def log_event(self, event: Event) -> LogEntry | None:
+        if self.lost:
+            return None
         return self.registry.append_event(self.id, event)
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:

@@ -56,6 +56,7 @@ async def test_fence_all_stops_everything_until_unfence(
         subscription = await registry.subscribe(session.id, 0)
         stream = await registry.session(session.id).run("agent", (user("hi"),))
         await runtime.turn_started.wait()
+        actor = registry._actors[session.id]
         registry.fence_all("test")
         entries, ended = await collect(subscription)
         assert ended  # the stream ended, without session_exited: clients resume elsewhere
@@ -69,6 +70,12 @@ async def test_fence_all_stops_everything_until_unfence(
         assert registry.live_ids() == []
         await trio.testing.wait_all_tasks_blocked()
         registry.unfence()
+        # What the lost actor's turn reported while it ended (its end record included) and
+        # still reports is dropped: no new log, no new claim.
+        claims = len(a.claims)
+        assert claims == 1
+        assert actor.log_event(Warning("late")) is None
+        assert not registry.has_event_log(session.id) and len(a.claims) == claims
         runtime.rearm()
         runtime.hold = False
         await registry.session(session.id).set_title("back")
