@@ -262,3 +262,39 @@ async def test_start_up_says_where_things_are(tmp_path: Path) -> None:
     assert lines[3].startswith("  model:    ") and "echo" in lines[3]
     assert lines[4].startswith("  stop:     Ctrl-C")
     assert lines[5] == "  recovery: 0 turns interrupted, 0 tool calls in doubt"
+
+
+async def test_sigterm_drains_a_running_turn_when_asked(tmp_path: Path) -> None:
+    """--drain-timeout on one node: the first SIGTERM makes /ready answer 503 (draining) and
+    lets the running turn finish; then the server stops with code 0."""
+    agent = tmp_path / "slowish.yaml"
+    agent.write_text(
+        "agents:\n  root:\n    model: slow\n"
+        "models:\n  slow:\n    provider: echo\n    model: echo\n"
+        "    provider_opts:\n      token_delay: 0.1\n"
+    )
+    words = " ".join(f"w{i}" for i in range(12))  # ~1.2 s of streaming
+    async with (
+        serve(tmp_path, str(agent), "--db", ":memory:", "--drain-timeout", "20") as server,
+        httpx.AsyncClient(base_url=server.url, timeout=10) as client,
+    ):
+        sid = (await client.post("/api/sessions", json={})).json()["id"]
+        body = {"messages": [{"role": "user", "content": words}]}
+        async with client.stream("POST", f"/api/sessions/{sid}/agent/slowish", json=body) as run:
+            assert run.status_code == 200
+            frames = sse_frames(run)
+            with trio.fail_after(10):
+                async for frame in frames:
+                    if frame.type == "agent_choice":
+                        break  # streaming: now the server is told to stop
+            server.process.send_signal(signal.SIGTERM)
+            ready = await client.get("/ready")
+            assert (ready.status_code, ready.json().get("draining")) == (503, True)
+            rest = await read_to_end(frames, within=20)
+        events = [f for f in rest if f.data is not None]
+        assert events[-1].type == "stream_stopped"
+        text = "".join(f.data["content"] for f in events if f.type == "agent_choice")
+        assert text.rstrip().endswith("w11"), text  # the whole answer, not cut off
+        with trio.fail_after(20):
+            assert await server.process.wait() == 0, server.stderr.decode()
+    assert "draining" in server.stderr.decode()
