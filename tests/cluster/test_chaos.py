@@ -2,10 +2,11 @@
 restarted, stopped and continued, or cut off from the database; then quiesce and check every
 invariant (tests/cluster/_checker.py).
 
-``make test`` runs ``GREENROOM_CHAOS_SECONDS`` (default 20) seconds from
-``GREENROOM_CHAOS_SEED`` (default: random, printed). By hand, the full minute::
+``make test`` runs a minute of it (``GREENROOM_CHAOS_SECONDS``, default 60) from one fixed seed
+(``GREENROOM_CHAOS_SEED``, default 688201; the operations still interleave as the machine's
+timing has it). Other seeds, by hand (``random`` draws one and prints it)::
 
-    GREENROOM_CHAOS_SECONDS=60 .venv/bin/pytest tests/cluster/test_chaos.py -s
+    GREENROOM_CHAOS_SEED=random .venv/bin/pytest tests/cluster/test_chaos.py -s
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from tests.pg import run_sql
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SECONDS = float(os.environ.get("GREENROOM_CHAOS_SECONDS", "20"))
-SEED = int(os.environ.get("GREENROOM_CHAOS_SEED", str(random.randrange(1_000_000))))
+SECONDS = float(os.environ.get("GREENROOM_CHAOS_SECONDS", "60"))
+_SEED = os.environ.get("GREENROOM_CHAOS_SEED", "688201")
+SEED = random.randrange(1_000_000) if _SEED == "random" else int(_SEED)
 SESSIONS = 8
 WORKERS = 4
 NAMES = ("n1", "n2", "n3")  # each reaches the database through a proxy of its own
