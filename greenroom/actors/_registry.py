@@ -95,6 +95,8 @@ class Registry:
         self._fork_lock = trio.Lock()
         self.ready = trio.Event()
         self.fenced = False  # this node lost its cluster lease: no actor until it rejoins
+        # Told of this node's own commits (a cluster's mirrors: the bus brings only others').
+        self._commit_observers: list[Callable[[Mapping[str, int]], None]] = []
 
     # --- actors --------------------------------------------------------------------------
 
@@ -440,10 +442,17 @@ class Registry:
         """The node joined again: sessions are claimed afresh by the requests that need them."""
         self.fenced = False
 
+    def observe_commits(self, observer: Callable[[Mapping[str, int]], None]) -> None:
+        """Call ``observer`` with the newest committed seq per session after each of this
+        node's commits (in the trio thread; it must not block)."""
+        self._commit_observers.append(observer)
+
     def _on_commit(self, heads: Mapping[str, int], failed: Mapping[str, str]) -> None:
         """The writer's report (trio thread, after each commit): deliver what is committed;
         a log that could not be written is lost, and so is its actor (the next request claims
         the session afresh from what the store has)."""
+        for observer in self._commit_observers:
+            observer(heads)
         for session_id, seq in heads.items():
             slot = self._logs.get(session_id)
             if slot is not None:

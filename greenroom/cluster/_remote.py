@@ -1,18 +1,20 @@
 """Subscriptions to sessions another node owns, served from the database on this node.
 
 A subscriber to such a session gets a :class:`~greenroom.actors.Subscription` on a *mirror*: an
-``EventLog`` without a writer that replays from the database (``read_events`` after ``since``)
-and takes the events other nodes commit. One consumer per node reads the commit bus and marks
-mirrors stale; one fetcher reads what a stale mirror lacks, from its cursor; every
-``poll_interval`` seconds every mirror is read from its cursor anyway, so a lost notification
-delays an event, never loses it. Mirrors fan out like local logs (bounded buffers, a slow
-subscriber is dropped), end their subscribers after ``session_exited``, and go away when their
-last subscriber leaves.
+``EventLog`` without a writer that replays from the database (``read_events`` after ``since``) and
+takes the events other nodes commit. One consumer per node reads the commit bus and marks mirrors
+stale (this node's own commits, which the bus leaves out, come from the registry: a mirror made
+while another node owned the session goes on at once after a takeover here); one fetcher reads what
+a stale mirror lacks, from its cursor; every ``poll_interval`` seconds every mirror is read from
+its cursor anyway, so a lost notification delays an event, never loses it. Mirrors fan out like
+local logs (bounded buffers, a slow subscriber is dropped), end their subscribers after
+``session_exited``, and go away when their last subscriber leaves.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import trio
 
@@ -67,6 +69,14 @@ class Mirrors:
         subscription = mirror.subscribe(since)
         self._mark_stale(session_id)  # anything committed since the head was read
         return subscription
+
+    def local_commits(self, heads: Mapping[str, int]) -> None:
+        """This node's own commits (the bus skips them): a mirror of a session this node has
+        taken over since it was made reads them at once, not at the next poll."""
+        for session_id, seq in heads.items():
+            mirror = self._mirrors.get(session_id)
+            if mirror is not None and seq > mirror.committed:
+                self._mark_stale(session_id)
 
     def _mark_stale(self, session_id: str) -> None:
         if session_id in self._stale:

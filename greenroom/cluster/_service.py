@@ -51,6 +51,7 @@ class ClusterNode:
             poll_interval=config.poll_interval,
             subscriber_buffer=registry.config.subscriber_buffer,
         )
+        registry.observe_commits(self.mirrors.local_commits)
 
     @property
     def node_id(self) -> str:

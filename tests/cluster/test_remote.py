@@ -89,3 +89,33 @@ async def test_a_slow_remote_subscriber_is_dropped(
         assert ended and slow.dropped and len(entries) <= 4
         assert seen == [f"w{i}" for i in range(10)]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_mirror_hears_this_nodes_own_commits_after_a_takeover(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    cluster = FakeCluster(store, ttl=1000)
+    a, b = cluster.view("a"), cluster.view("b")
+    await a.join()
+    await b.join()
+    session = await store.add_session(Session.new())
+    async with (
+        node_registry(b) as owner,
+        node_registry(a) as mine,
+        trio.open_nursery() as nursery,
+    ):
+        await owner.session(session.id).set_title("b's")  # b owns it; a mirrors it
+        mirrors = Mirrors(a.events, a.bus, poll_interval=2.0)
+        mine.observe_commits(mirrors.local_commits)
+        nursery.start_soon(mirrors.run)
+        subscription = await mirrors.subscribe(session.id)
+        cluster.expire("b")
+        await mine.session(session.id).set_title("a's")  # a takes the session over
+        start = trio.current_time()
+        mine.append_event(session.id, Warning("committed by a"))  # a's bus never hears it
+        seen: list[str] = []
+        while "committed by a" not in seen:
+            seen += messages([await subscription.__anext__()])
+        assert trio.current_time() - start < 0.5  # at once, not at the next 2 s poll
+        nursery.cancel_scope.cancel()
