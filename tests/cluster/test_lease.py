@@ -40,7 +40,7 @@ async def test_renewals_keep_the_node_up(autojump_clock: trio.testing.MockClock)
     async with trio.open_nursery() as nursery:
         keeper, recorder, incarnation = await start(view, nursery)
         assert incarnation == 1 and keeper.phase == "up"
-        await trio.sleep(60)
+        await trio.sleep(60)  # virtual time (mock clock)
         assert recorder.events == [] and keeper.phase == "up"
         assert cluster.live("a", 1)
         nursery.cancel_scope.cancel()
@@ -53,10 +53,10 @@ async def test_a_failing_database_fences_after_ttl_then_rejoin_unfences(
     view = cluster.view("a")
     async with trio.open_nursery() as nursery:
         keeper, recorder, _ = await start(view, nursery)
-        await trio.sleep(10)
+        await trio.sleep(10)  # virtual time (mock clock)
         last_ok = keeper.last_ok
         view.renew_fails = True  # DatabaseUnavailable from now on
-        await trio.sleep(TTL + 2 * RENEW)
+        await trio.sleep(TTL + 2 * RENEW)  # virtual time (mock clock)
         assert [what for what, _ in recorder.events] == ["fence"]
         fenced_at = recorder.events[0][1]
         # Exactly ttl after the start of the last successful renew, not a renew later.
@@ -64,10 +64,10 @@ async def test_a_failing_database_fences_after_ttl_then_rejoin_unfences(
         await trio.sleep(10)  # still down: joins fail, the node stays fenced
         assert str(keeper.phase) == "fenced" and view.joins == 1
         view.renew_fails = False
-        await trio.sleep(RENEW + 0.01)
+        await trio.sleep(RENEW + 0.01)  # virtual time (mock clock)
         assert [what for what, _ in recorder.events] == ["fence", "unfence"]
         assert str(keeper.phase) == "up" and view.incarnation == 2  # a new incarnation
-        await trio.sleep(20)
+        await trio.sleep(20)  # virtual time (mock clock)
         assert len(recorder.events) == 2
         nursery.cancel_scope.cancel()
 
@@ -78,9 +78,9 @@ async def test_one_failed_renewal_does_not_fence(autojump_clock: trio.testing.Mo
     async with trio.open_nursery() as nursery:
         _, recorder, _ = await start(view, nursery)
         view.renew_fails = True
-        await trio.sleep(TTL - RENEW - 0.1)
+        await trio.sleep(TTL - RENEW - 0.1)  # virtual time (mock clock)
         view.renew_fails = False
-        await trio.sleep(10)
+        await trio.sleep(10)  # virtual time (mock clock)
         assert recorder.events == []
         nursery.cancel_scope.cancel()
 
@@ -90,13 +90,13 @@ async def test_a_refused_renewal_fences_at_once(autojump_clock: trio.testing.Moc
     view = cluster.view("a")
     async with trio.open_nursery() as nursery:
         keeper, recorder, _ = await start(view, nursery)
-        await trio.sleep(1.1)
+        await trio.sleep(1.1)  # virtual time (mock clock)
         view.renew_answer = False  # the row names another incarnation / the lease expired
-        await trio.sleep(RENEW)
+        await trio.sleep(RENEW)  # virtual time (mock clock)
         assert [what for what, _ in recorder.events] == ["fence"]
         assert recorder.events[0][1] < keeper.last_ok + TTL  # long before the watchdog
         view.renew_answer = None
-        await trio.sleep(RENEW + 0.01)
+        await trio.sleep(RENEW + 0.01)  # virtual time (mock clock)
         assert [what for what, _ in recorder.events] == ["fence", "unfence"]
         assert view.incarnation == 2
         nursery.cancel_scope.cancel()
@@ -109,13 +109,13 @@ async def test_a_hanging_renewal_is_fenced_by_the_watchdog(
     view = cluster.view("a")
     async with trio.open_nursery() as nursery:
         keeper, recorder, _ = await start(view, nursery)
-        await trio.sleep(2)
+        await trio.sleep(2)  # virtual time (mock clock)
         last_ok = keeper.last_ok
         view.hang = trio.Event()
-        await trio.sleep(TTL + 5)
+        await trio.sleep(TTL + 5)  # virtual time (mock clock)
         assert recorder.events == [("fence", last_ok + TTL)]
         hang, view.hang = view.hang, None
         hang.set()  # the stuck renew fails at last; the next round rejoins
-        await trio.sleep(2 * RENEW)
+        await trio.sleep(2 * RENEW)  # virtual time (mock clock)
         assert [what for what, _ in recorder.events] == ["fence", "unfence"]
         nursery.cancel_scope.cancel()

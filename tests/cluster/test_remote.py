@@ -55,7 +55,7 @@ async def test_replay_live_poll_and_end(autojump_clock: trio.testing.MockClock) 
         await owner.delete(session.id)
         entries, ended = await collect(subscription)
         assert ended and entries[-1].type == "session_exited"
-        await trio.sleep(2.1)
+        await trio.sleep(2.1)  # virtual time (mock clock)
         assert session.id not in mirrors  # the mirror went with its last subscriber
         nursery.cancel_scope.cancel()
 

@@ -40,7 +40,7 @@ async def ready_is(client: httpx.AsyncClient, url: str, status: int) -> None:
     for _ in range(400):
         if (await client.get(f"{url}/ready")).status_code == status:
             return
-        await trio.sleep(0.05)
+        await trio.sleep(0.05)  # real clock: the node's own timers move its state
     raise AssertionError(f"/ready never answered {status}")
 
 
