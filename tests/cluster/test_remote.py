@@ -10,9 +10,19 @@ import trio.testing
 from greenroom.cluster import Mirrors
 from greenroom.domain import Session, Warning
 from greenroom.persistence import MemoryStore
-from tests.cluster.fake_cluster import FakeCluster
+from tests.cluster.fake_cluster import FakeCluster, NodeView
 from tests.cluster.support import node_registry
 from tests.fakes import collect
+
+
+async def two_nodes_and_a_session() -> tuple[MemoryStore, FakeCluster, NodeView, NodeView, Session]:
+    """Nodes a and b, joined, of one fake cluster, and a session in its store."""
+    store = MemoryStore()
+    cluster = FakeCluster(store, ttl=1000)
+    a, b = cluster.view("a"), cluster.view("b")
+    await a.join()
+    await b.join()
+    return store, cluster, a, b, await store.add_session(Session.new())
 
 
 def messages(entries) -> list[str]:
@@ -20,12 +30,7 @@ def messages(entries) -> list[str]:
 
 
 async def test_replay_live_poll_and_end(autojump_clock: trio.testing.MockClock) -> None:
-    store = MemoryStore()
-    cluster = FakeCluster(store, ttl=1000)
-    a, b = cluster.view("a"), cluster.view("b")
-    await a.join()
-    await b.join()
-    session = await store.add_session(Session.new())
+    store, _, a, b, session = await two_nodes_and_a_session()
     async with node_registry(b) as owner, trio.open_nursery() as nursery:
         await owner.session(session.id).set_title("t")  # b owns it
         for i in range(3):
@@ -63,12 +68,7 @@ async def test_replay_live_poll_and_end(autojump_clock: trio.testing.MockClock) 
 async def test_a_slow_remote_subscriber_is_dropped(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    store = MemoryStore()
-    cluster = FakeCluster(store, ttl=1000)
-    a, b = cluster.view("a"), cluster.view("b")
-    await a.join()
-    await b.join()
-    session = await store.add_session(Session.new())
+    _, _, a, b, session = await two_nodes_and_a_session()
     async with node_registry(b) as owner, trio.open_nursery() as nursery:
         await owner.session(session.id).set_title("t")
         mirrors = Mirrors(a.events, a.bus, subscriber_buffer=4)
@@ -94,12 +94,7 @@ async def test_a_slow_remote_subscriber_is_dropped(
 async def test_a_mirror_hears_this_nodes_own_commits_after_a_takeover(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    store = MemoryStore()
-    cluster = FakeCluster(store, ttl=1000)
-    a, b = cluster.view("a"), cluster.view("b")
-    await a.join()
-    await b.join()
-    session = await store.add_session(Session.new())
+    _, cluster, a, b, session = await two_nodes_and_a_session()
     async with (
         node_registry(b) as owner,
         node_registry(a) as mine,
