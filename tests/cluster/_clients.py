@@ -1,5 +1,6 @@
 """Clients of a cluster: ``/events`` watchers that roam to another node when their stream
-ends, the session operations the scenarios use, and bounded polling of the database."""
+ends, a WebSocket subscriber, the session operations the scenarios use, and bounded polling of
+the database."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import attrs
 import httpx
 import trio
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from tests.cluster._checker import ClientLog, Expectations, Snapshot, check, digest, load_snapshot
 from tests.cluster._nodes import Cluster, Node, node_client
@@ -71,6 +73,31 @@ class Roamer:
 
     def types(self) -> list[str]:
         return [json.loads(body)["type"] for _, body in self.watcher.entries]
+
+
+@attrs.define
+class WsSubscriber:
+    """A WebSocket ``subscribe`` of one session on one node, from seq 0: the (seq, event type)
+    of every event it gets, in order, until the connection ends."""
+
+    session_id: str
+    events: list[tuple[int, str]] = attrs.field(factory=list)
+
+    def types(self) -> list[str]:
+        return [kind for _, kind in self.events]
+
+    async def run(self, node: Node) -> None:
+        url = node.url.replace("http://", "ws://") + "/api/ws"
+        async with open_websocket_url(url) as ws:
+            frame = {"id": "s", "op": "subscribe", "session_id": self.session_id, "since": 0}
+            await ws.send_message(json.dumps(frame))
+            try:
+                while True:
+                    reply = json.loads(await ws.get_message())
+                    if reply.get("seq"):
+                        self.events.append((reply["seq"], reply["event"]["type"]))
+            except ConnectionClosed:
+                return
 
 
 async def create(http: httpx.AsyncClient) -> str:

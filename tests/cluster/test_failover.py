@@ -11,6 +11,7 @@ import trio
 
 from tests.cluster._clients import (
     Roamer,
+    WsSubscriber,
     create,
     decide,
     error_code,
@@ -57,6 +58,9 @@ async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:
         await eventually("tools running", lambda: lines_at_least(nodes, 2), 20)
         assert (await start_run(h1, streaming, "stream")).status_code == 200
         await eventually("tokens flowing", lambda: tokens_at_least(roamers[0], 3), 20)
+        ws_on_n3 = WsSubscriber(streaming)  # live from n3's mirror, over the WebSocket
+        nursery.start_soon(ws_on_n3.run, n3)
+        await eventually("ws on n3 live", lambda: _true(len(ws_on_n3.events) >= 3), 20)
         epochs = {s: (await head(nodes.dsn, s))[0] for s in (streaming, skipped, rerun)}
         assert {(await head(nodes.dsn, s))[1] for s in epochs} == {"n1"}
 
@@ -70,6 +74,13 @@ async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:
             seen = partial(has_type, roamer, "turn_interrupted")
             await eventually(f"{roamer.name} sees the interruption", seen, 10)
         assert "n2" in roamers[0].served  # resumed by Last-Event-ID on a survivor
+        await eventually(
+            "the WebSocket on n3 sees the interruption",
+            lambda: _true("turn_interrupted" in ws_on_n3.types()),
+            10,
+        )
+        seqs = [seq for seq, _ in ws_on_n3.events]
+        assert seqs == list(range(1, len(seqs) + 1))  # no hole, no repeat
 
         # The calls in doubt: a run waits for a decision, whichever node it reaches.
         (skipped_call,) = await in_doubt(h3, skipped)
@@ -115,3 +126,7 @@ async def all_taken_over(nodes: Cluster, epochs: dict[str, int], dead: str) -> b
 async def owned_by(nodes: Cluster, sessions: list[str], name: str) -> bool:
     owners = [(await head(nodes.dsn, s))[1] for s in sessions]
     return owners == [name] * len(sessions)
+
+
+async def _true(value: bool) -> bool:
+    return value
