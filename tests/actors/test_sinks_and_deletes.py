@@ -566,7 +566,7 @@ class SlowToStopRuntime(FakeRuntime):
             await super().run_stream(io)
         finally:
             with trio.CancelScope(shield=True):
-                await trio.sleep(5)
+                await trio.sleep(5)  # virtual time (autojump clock)
                 try:
                     await io.add_message(Message.assistant("last words"))
                 except SessionNotFound:

@@ -515,7 +515,7 @@ async def test_turn_cancelled_during_a_store_write_keeps_both_copies_equal(
             async for _ in stream:  # the agent_choice before the reply is written
                 break
             stream.close()
-            await trio.sleep(60)
+            await trio.sleep(60)  # virtual time (autojump clock)
             live = await registry.get(session.id)
             stored = await store.get_session(session.id)
             assert [m.content for m in live.items if isinstance(m, Message)] == ["hi", "hello"]

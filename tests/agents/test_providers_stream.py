@@ -77,7 +77,7 @@ def test_assembly_rejects_a_call_without_a_name() -> None:
 
 async def _events(*delays: float) -> AsyncGenerator[int, None]:
     for n, delay in enumerate(delays):
-        await trio.sleep(delay)
+        await trio.sleep(delay)  # virtual time (autojump clock)
         yield n
 
 

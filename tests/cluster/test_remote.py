@@ -47,7 +47,7 @@ async def test_replay_live_poll_and_end(autojump_clock: trio.testing.MockClock) 
         assert messages(entries) == ["live"]
 
         a.bus.muted = True  # a lost NOTIFY: the poll reads it, within its interval
-        await trio.sleep(0.5)  # between two polls
+        await trio.sleep(0.5)  # virtual time (mock clock): between two polls
         owner.append_event(session.id, Warning("lost notify"))
         start = trio.current_time()
         await trio.testing.wait_all_tasks_blocked()

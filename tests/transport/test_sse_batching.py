@@ -33,7 +33,7 @@ async def test_a_fast_stream_is_written_in_batches_and_the_first_event_at_once(
         async with send:
             await send.send(entry(1))  # alone: written at once
             for n in range(2, 12):  # a token every FLUSH_INTERVAL / 5
-                await trio.sleep(FLUSH_INTERVAL / 5)
+                await trio.sleep(FLUSH_INTERVAL / 5)  # virtual time (autojump clock)
                 await send.send(entry(n))
 
     with trio.fail_after(5):
