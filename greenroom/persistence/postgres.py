@@ -13,7 +13,7 @@ tombstones: their ids are never used again.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -25,12 +25,10 @@ from psycopg_pool import ConnectionPool
 from greenroom.domain import (
     ErrorItem,
     Message,
-    Permissions,
     Session,
     SessionSummary,
     SubSession,
     Summary,
-    to_json,
 )
 from greenroom.errors import InvalidRequest, MessageNotFound
 
@@ -40,13 +38,14 @@ from ._pg_log import PgLog
 from ._pg_membership import PgMembership
 from ._pg_open import connection_kwargs, describe, explain, open_and_migrate
 from ._pg_writer import PgWriter, translate
+from ._setters import FieldSetters
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
 _READERS = 4  # pooled read connections at most (2 kept open)
 
 
-class PostgresStore(PgLog, PgMembership):
+class PostgresStore(FieldSetters, PgLog, PgMembership):
     """The store, writer, event reader, ownership, bus and membership of one node on a
     PostgreSQL database. Use :func:`open_postgres_store`; call ``membership.join()`` before
     claiming sessions."""
@@ -189,29 +188,12 @@ class PostgresStore(PgLog, PgMembership):
             parent_id, lambda conn: sql.append_item(conn, parent_id, SubSession(sub_session))
         )
 
-    async def _set(self, session_id: str, assignments: str, values: tuple[Any, ...]) -> None:
+    async def _set(self, session_id: str, fields: Mapping[str, Any]) -> None:
+        assignments = ", ".join(f"{column} = %s" for column in fields)
+        values = tuple(fields.values())
         await self._guarded(
             session_id, lambda conn: sql.set_fields(conn, session_id, assignments, values)
         )
-
-    async def update_title(self, session_id: str, title: str) -> None:
-        await self._set(session_id, "title = %s", (title,))
-
-    async def update_permissions(self, session_id: str, permissions: Permissions | None) -> None:
-        text = None if permissions is None else _rows.dumps(to_json(permissions, Permissions))
-        await self._set(session_id, "permissions = %s", (text,))
-
-    async def update_tokens(
-        self, session_id: str, input_tokens: int, output_tokens: int, cost: float
-    ) -> None:
-        await self._set(
-            session_id,
-            "input_tokens = %s, output_tokens = %s, cost = %s",
-            (input_tokens, output_tokens, cost),
-        )
-
-    async def set_starred(self, session_id: str, starred: bool) -> None:
-        await self._set(session_id, "starred = %s", (int(starred),))
 
     async def titles(self) -> list[str]:
         return await self._read(

@@ -20,7 +20,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,12 +31,10 @@ import trio
 from greenroom.domain import (
     ErrorItem,
     Message,
-    Permissions,
     Session,
     SessionSummary,
     SubSession,
     Summary,
-    to_json,
 )
 from greenroom.errors import (
     GreenroomError,
@@ -52,6 +50,7 @@ from ._persistence import CommitListener
 from ._records import (
     EventRow,
 )
+from ._setters import FieldSetters
 from ._sqlite_log import SqliteLog
 from ._sqlite_open import (
     acquire_process_lock,
@@ -90,7 +89,7 @@ class _Job:
         self.atomic = atomic
 
 
-class SqliteStore(SqliteLog):
+class SqliteStore(FieldSetters, SqliteLog):
     """A :class:`~greenroom.persistence.Persistence` on one SQLite file: the store, the writer,
     the event reader and local ownership at this process's boot epoch (those in
     :mod:`._sqlite_log`). Use :func:`open_sqlite_store`."""
@@ -363,32 +362,15 @@ class SqliteStore(SqliteLog):
 
         await self._write(add)
 
-    async def _set(self, session_id: str, assignments: str, values: tuple[Any, ...]) -> None:
+    async def _set(self, session_id: str, fields: Mapping[str, Any]) -> None:
+        assignments = ", ".join(f"{column} = ?" for column in fields)
+
         def update(conn: sqlite3.Connection) -> None:
             sql = f"UPDATE sessions SET {assignments} WHERE id = ?"
-            if conn.execute(sql, (*values, session_id)).rowcount == 0:
+            if conn.execute(sql, (*fields.values(), session_id)).rowcount == 0:
                 raise SessionNotFound(session_id)
 
         await self._write(update, atomic=True)
-
-    async def update_title(self, session_id: str, title: str) -> None:
-        await self._set(session_id, "title = ?", (title,))
-
-    async def update_permissions(self, session_id: str, permissions: Permissions | None) -> None:
-        text = None if permissions is None else _rows.dumps(to_json(permissions, Permissions))
-        await self._set(session_id, "permissions = ?", (text,))
-
-    async def update_tokens(
-        self, session_id: str, input_tokens: int, output_tokens: int, cost: float
-    ) -> None:
-        await self._set(
-            session_id,
-            "input_tokens = ?, output_tokens = ?, cost = ?",
-            (input_tokens, output_tokens, cost),
-        )
-
-    async def set_starred(self, session_id: str, starred: bool) -> None:
-        await self._set(session_id, "starred = ?", (int(starred),))
 
     async def titles(self) -> list[str]:
         return await self._read(
