@@ -90,12 +90,17 @@ class ClusterNode:
                 await self.membership.leave()
 
 
+def shown_state(node: NodeInfo) -> str:
+    """``up`` or ``draining`` while its lease holds, else ``expired``."""
+    return node.state if node.alive else "expired"
+
+
 def node_json(node: NodeInfo) -> dict[str, Any]:
     return {
         "node_id": node.node_id,
         "incarnation": node.incarnation,
         "advertise_url": node.advertise_url,
-        "state": node.state if node.alive else "expired",
+        "state": shown_state(node),
         "lease_remaining": round(node.lease_remaining, 3),
         "sessions": list(node.sessions),
     }
@@ -107,7 +112,7 @@ def nodes_table(nodes: list[NodeInfo]) -> list[str]:
         return ["no nodes on record"]
     lines = []
     for node in sorted(nodes, key=lambda n: n.node_id):
-        state = node.state if node.alive else "expired"
+        state = shown_state(node)
         lease = (
             f"lease {node.lease_remaining:.1f} s left"
             if node.alive
