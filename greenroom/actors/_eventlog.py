@@ -286,6 +286,11 @@ class EventLog:
     def uncommitted(self) -> int:
         return self.last_seq - self.committed
 
+    @property
+    def in_memory(self) -> int:
+        """Entries held in memory for replay (every uncommitted one, then the newest)."""
+        return len(self._ring)
+
     # --- the head --------------------------------------------------------------------------
 
     def start(self, lease: Lease) -> None:
