@@ -61,26 +61,31 @@ class Owner(Protocol):
     def agent_name(self) -> str: ...
 
 
-@attrs.frozen
-class Graces:
-    """How long a write may take: ``write`` for history writes, ``close`` for the writes of
-    a turn or actor that is ending."""
-
-    write: float
-    close: float
-
-
 class LiveSession:
-    """The session value an actor serves and the writes that change it (module docstring)."""
+    """The session value an actor serves and the writes that change it (module docstring).
+
+    A history write may take ``write_grace`` seconds; the writes of a turn or an actor that is
+    ending (its end record, the session's metadata) ``close_grace``.
+    """
+
+    __slots__ = ("_close_grace", "_owner", "_session", "_store", "_write_grace", "_writer", "id")
 
     def __init__(
-        self, session: Session, store: Store, writer: Writer, owner: Owner, graces: Graces
+        self,
+        session: Session,
+        store: Store,
+        writer: Writer,
+        owner: Owner,
+        *,
+        write_grace: float,
+        close_grace: float,
     ) -> None:
         self._session = session
         self._store = store
         self._writer = writer
         self._owner = owner
-        self._graces = graces
+        self._write_grace = write_grace
+        self._close_grace = close_grace
         self.id = session.id
 
     @property
@@ -151,7 +156,7 @@ class LiveSession:
         if not shielded:
             await self._store.update_session(self._session)
             return
-        with trio.move_on_after(self._graces.close, shield=True):
+        with trio.move_on_after(self._close_grace, shield=True):
             try:
                 await self._store.update_session(self._session)
             except GreenroomError:
@@ -185,7 +190,7 @@ class LiveSession:
         finishes its call's record, in the same transaction."""
         self._require_live()
         message_id = None
-        with trio.move_on_after(self._graces.write, shield=True):  # module docstring
+        with trio.move_on_after(self._write_grace, shield=True):  # module docstring
             if turn_id:
                 mark = TurnMark(turn_id, self._last_seq())
                 message_id = await self._writer.add_turn_message(self.id, message, mark)
@@ -209,7 +214,7 @@ class LiveSession:
     async def append_sub_session(self, sub_session: Session) -> None:
         """Add a finished sub-session to the history (shielded and bounded as a message)."""
         self._require_live()
-        with trio.move_on_after(self._graces.write, shield=True) as scope:
+        with trio.move_on_after(self._write_grace, shield=True) as scope:
             await self._store.add_sub_session(self.id, sub_session)
         if scope.cancelled_caught:
             raise StoreError(f"the store did not confirm a sub-session of session {self.id}")
@@ -217,7 +222,7 @@ class LiveSession:
 
     async def append_error(self, error: ErrorItem) -> None:
         self._require_live()
-        with trio.move_on_after(self._graces.write, shield=True) as scope:
+        with trio.move_on_after(self._write_grace, shield=True) as scope:
             await self._store.add_error(self.id, error)  # shielded and bounded as above
         if scope.cancelled_caught:
             raise StoreError(f"the store did not confirm an error of session {self.id} in time")
@@ -235,7 +240,7 @@ class LiveSession:
             turn_id, self.id, self._last_seq() + 1, utcnow(), source, self._owner.agent_name()
         )
         ids = None
-        with trio.move_on_after(self._graces.write, shield=True):  # as above
+        with trio.move_on_after(self._write_grace, shield=True):  # as above
             ids = await self._writer.begin_turn(self.lease, start, messages)
         if ids is None:
             raise StoreError(f"the store did not confirm a turn of session {self.id} in time")
@@ -250,7 +255,7 @@ class LiveSession:
         if self._owner.deleted or self._owner.lost:
             return
         end = TurnEnd(turn_id, self.id, state, self._last_seq(), reason)
-        with trio.move_on_after(self._graces.close, shield=True):
+        with trio.move_on_after(self._close_grace, shield=True):
             try:
                 await self._writer.end_turn(self.lease, end)
             except GreenroomError:

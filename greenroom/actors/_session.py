@@ -34,7 +34,7 @@ from ._context import ActorHost
 from ._eventlog import EventLog, LogEntry
 from ._handlers import TABLE
 from ._idempotency import IdempotencyCache
-from ._live import Graces, LiveSession
+from ._live import LiveSession
 from ._results import FollowUpInjector, GuardTicket, SessionStatistics, StreamState, discard_reply
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,26 @@ class SessionActor:
     """One live session (see the module docstring): ``run`` it in a nursery, then send it
     :class:`~._commands.Call`s through ``mailbox``; closing the mailbox retires it."""
 
+    __slots__ = (
+        "__weakref__",
+        "_host",
+        "_in_doubt",
+        "_inbox",
+        "_injector",
+        "_life",
+        "_nursery",
+        "_persistence",
+        "_runtime",
+        "_stream",
+        "_title",
+        "config",
+        "exited",
+        "id",
+        "idempotency",
+        "live",
+        "mailbox",
+    )
+
     def __init__(
         self, host: ActorHost, session: Session, in_doubt: list[ToolCallRecord] | None = None
     ) -> None:
@@ -95,8 +115,14 @@ class SessionActor:
         persistence = host.persistence
         self._persistence = persistence
         self.config = host.config
-        graces = Graces(self.config.store_write_grace, self.config.shutdown_grace)
-        self.live = LiveSession(session, persistence.store, persistence.writer, self, graces)
+        self.live = LiveSession(
+            session,
+            persistence.store,
+            persistence.writer,
+            self,
+            write_grace=self.config.store_write_grace,
+            close_grace=self.config.shutdown_grace,
+        )
         # Tool calls of an interrupted turn that a person must decide before the next run.
         self._in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
         self._runtime = _RuntimeSlot()

@@ -31,7 +31,7 @@ from greenroom.actors._commands import (
 from greenroom.actors._context import ActorContext
 from greenroom.actors._handlers import TABLE
 from greenroom.actors._idempotency import IdempotencyCache
-from greenroom.actors._live import Graces, LiveSession
+from greenroom.actors._live import LiveSession
 from greenroom.actors._results import FollowUpInjector, GuardTicket
 from greenroom.agents import BuiltRuntime, Runtime, RuntimeFactory, TitleGenerator
 from greenroom.domain import Event, Session, utcnow
@@ -59,7 +59,7 @@ class FakeContext:
         self.store: Store = store
         self.writer: Writer = store
         self.events: EventReader = store
-        self.live = LiveSession(session, store, store, self, Graces(1.0, 1.0))
+        self.live = LiveSession(session, store, store, self, write_grace=1.0, close_grace=1.0)
         self.runtime: Runtime | None = None
         self.runtime_source = ""
         self.title_generator: TitleGenerator | None = None
