@@ -1,12 +1,11 @@
 """Session actors: one trio task per live session, the registry that runs them, event logs."""
 
 from ._context import RegistryConfig as RegistryConfig
+from ._entries import LogEntry as LogEntry
 from ._eventlog import (
     DEFAULT_SUBSCRIBER_BUFFER as DEFAULT_SUBSCRIBER_BUFFER,
     IDLE_RING as IDLE_RING,
     EventLog as EventLog,
-    LogEntry as LogEntry,
-    Subscription as Subscription,
 )
 from ._handle import SessionHandle as SessionHandle, StreamGuard as StreamGuard
 from ._logs import EventLogs as EventLogs, EventSource as EventSource
@@ -29,4 +28,5 @@ from ._results import (
     SessionStatus as SessionStatus,
     StreamState as StreamState,
 )
+from ._subscription import Subscription as Subscription
 from ._switch import apply_agent_switch_commands as apply_agent_switch_commands

@@ -34,7 +34,7 @@ from greenroom.domain import (
 )
 from greenroom.persistence import ToolCallRecord
 
-from ._eventlog import LogEntry
+from ._entries import LogEntry
 from ._results import (
     DisconnectPolicy,
     FollowUpInjector,

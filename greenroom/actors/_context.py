@@ -25,7 +25,8 @@ from greenroom.domain import Event, Session
 from greenroom.persistence import EventReader, Lease, Persistence, Store, ToolCallRecord, Writer
 
 from ._commands import NeedsRuntime, Request, Turn
-from ._eventlog import DEFAULT_SUBSCRIBER_BUFFER, EventLog, LogEntry
+from ._entries import LogEntry
+from ._eventlog import DEFAULT_SUBSCRIBER_BUFFER, EventLog
 from ._idempotency import IdempotencyCache
 from ._live import LiveSession
 from ._logs import EventLogs

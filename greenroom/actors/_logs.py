@@ -20,7 +20,8 @@ from greenroom.domain import Event
 from greenroom.errors import GreenroomError, StoreError
 from greenroom.persistence import Lease, Persistence
 
-from ._eventlog import EventLog, LogEntry
+from ._entries import LogEntry
+from ._eventlog import EventLog
 from ._recovery import recover_session
 
 log = logging.getLogger(__name__)

@@ -31,11 +31,13 @@ from greenroom.persistence import Persistence, ToolCallRecord
 
 from . import _commands as c
 from ._context import RegistryConfig
-from ._eventlog import EventLog, LogEntry, Subscription
+from ._entries import LogEntry
+from ._eventlog import EventLog
 from ._handle import SessionHandle, StreamGuard
 from ._logs import EventLogs, EventSource
 from ._results import GuardTicket, SessionStatistics
 from ._session import SessionActor
+from ._subscription import Subscription
 
 log = logging.getLogger(__name__)
 

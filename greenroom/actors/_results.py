@@ -18,7 +18,7 @@ import trio
 from greenroom.domain import Session
 from greenroom.errors import GreenroomError, SessionGone
 
-from ._eventlog import LogEntry
+from ._entries import LogEntry
 
 FollowUpInjector = Callable[[str], Awaitable[None]]
 DisconnectPolicy = Literal["cancel", "continue"]

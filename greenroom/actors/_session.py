@@ -31,7 +31,8 @@ from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Wri
 from ._build import build_runtime
 from ._commands import Call, MailboxClosed, NeedsRuntime, Request, Turn, send_call
 from ._context import ActorHost
-from ._eventlog import EventLog, LogEntry
+from ._entries import LogEntry
+from ._eventlog import EventLog
 from ._handlers import TABLE
 from ._idempotency import IdempotencyCache
 from ._live import LiveSession

@@ -32,7 +32,8 @@ from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
 from ._context import ActorContext
-from ._eventlog import EventLog, LogEntry
+from ._entries import LogEntry
+from ._eventlog import EventLog
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, Subscription
-from greenroom.actors._eventlog import DEFAULT_CAPACITY, REPLAY_PAGE
+from greenroom.actors._eventlog import DEFAULT_CAPACITY
+from greenroom.actors._subscription import REPLAY_PAGE
 from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
 from greenroom.persistence import EventRow, Lease, StoredEvent
 from tests.fakes import collect, event_json
