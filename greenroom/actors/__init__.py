@@ -15,7 +15,8 @@ from ._recovery import (
     recover as recover,
     recover_session as recover_session,
 )
-from ._registry import Readiness as Readiness, Registry as Registry, open_registry as open_registry
+from ._readiness import Readiness as Readiness
+from ._registry import Registry as Registry, open_registry as open_registry
 from ._results import (
     DecisionOutcome as DecisionOutcome,
     DisconnectPolicy as DisconnectPolicy,

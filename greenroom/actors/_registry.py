@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TypeVar, cast
 
-import attrs
 import trio
 
 from greenroom.agents import QueuedMessage, RecallHandler, Runtime, RuntimeFactory
@@ -35,6 +34,7 @@ from ._entries import LogEntry
 from ._eventlog import EventLog
 from ._handle import SessionHandle, StreamGuard
 from ._logs import EventLogs, EventSource
+from ._readiness import Readiness, readiness
 from ._results import GuardTicket, SessionStatistics
 from ._session import SessionActor
 from ._subscription import Subscription
@@ -46,16 +46,6 @@ R = TypeVar("R")
 RETRIES = 8
 """Lookups a call makes when the actor it found retires before taking it. Each retry finds a
 fresh actor (a retiring one is forgotten synchronously), so more than one is already rare."""
-
-
-@attrs.frozen
-class Readiness:
-    """Whether this node can serve (``/ready``): its store answers, its cluster lease is held."""
-
-    store_connected: bool
-    active_sessions: int
-    node_id: str = ""  # a cluster node's id ("" on a single node)
-    fenced: bool = False
 
 
 class Registry:
@@ -109,28 +99,8 @@ class Registry:
         )
 
     async def readiness(self, budget: float) -> Readiness:
-        """Ask the store (and a cluster's database) whether this node can serve; each question
-        has ``budget`` seconds. A store that is slow to count is connected, not down."""
-        count, connected = 0, False
-        with trio.move_on_after(0.1) as scope:
-            try:
-                count = await self.store.count_sessions()
-                connected = True
-            except GreenroomError:
-                connected = False
-        if scope.cancelled_caught:
-            connected = True  # slow, not down: the query timed out
-        membership = self.persistence.membership
-        if membership is None:
-            return Readiness(connected, count)
-        connected = False  # a cluster node: the database must answer, the lease be held
-        with trio.move_on_after(budget):
-            try:
-                await membership.ping()
-                connected = True
-            except GreenroomError:
-                pass
-        return Readiness(connected and not self.fenced, count, membership.node_id, self.fenced)
+        """Whether this node can serve: see :func:`~._readiness.readiness`."""
+        return await readiness(self.store, self.persistence.membership, self.fenced, budget)
 
     # --- actors --------------------------------------------------------------------------
 

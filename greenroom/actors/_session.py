@@ -19,7 +19,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
-import attrs
 import outcome
 import trio
 
@@ -37,51 +36,11 @@ from ._handlers import TABLE
 from ._idempotency import IdempotencyCache
 from ._live import LiveSession
 from ._results import FollowUpInjector, GuardTicket, SessionStatistics, StreamState, discard_reply
+from ._state import Lifecycle, RuntimeSlot, StreamSlot, TitleSlot
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-
-@attrs.define(eq=False)
-class _RuntimeSlot:
-    """The runtime and how it came: built by the factory (from ``source``), or attached."""
-
-    runtime: Runtime | None = None
-    source: str = ""  # the agent source and agent the runtime was built from
-    agent: str = ""
-    title_generator: TitleGenerator | None = None
-    # Building a runtime (and starting its MCP servers) runs in a child task, so the mailbox
-    # keeps serving; calls that need the runtime wait in ``parked`` until it is installed.
-    building: bool = False
-    parked: list[Call] = attrs.Factory(list)
-    scope: trio.CancelScope | None = None  # the build task, then the runtime's services
-    attached_done: trio.Event | None = None  # set on delete: the attach context ended
-
-
-@attrs.define(eq=False)
-class _TitleSlot:
-    scope: trio.CancelScope | None = None  # the title task, while it runs
-    requested: bool = False  # a title was asked of a model (asked once per actor)
-
-
-@attrs.define(eq=False)
-class _Lifecycle:
-    deleted: bool = False
-    stopping: bool = False
-    lost: bool = False  # lose(): the registry forgot this actor; its late events are dropped
-    last_active: float = 0.0
-
-
-@attrs.define(eq=False)
-class _Stream:
-    state: StreamState = StreamState.IDLE
-    turn: Turn | None = None
-    # A list, not a deque: it is nearly always empty, and an empty deque costs ~700 bytes.
-    guard_queue: list[GuardTicket] = attrs.Factory(list)
-    guard_free: trio.Event = attrs.Factory(trio.Event)
-    turn_ended: trio.Event = attrs.Factory(trio.Event)
-    mailbox_peak: int = 0
 
 
 class SessionActor:
@@ -126,10 +85,10 @@ class SessionActor:
         )
         # Tool calls of an interrupted turn that a person must decide before the next run.
         self._in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
-        self._runtime = _RuntimeSlot()
-        self._title = _TitleSlot()
-        self._life = _Lifecycle(last_active=trio.current_time())
-        self._stream = _Stream()
+        self._runtime = RuntimeSlot()
+        self._title = TitleSlot()
+        self._life = Lifecycle(last_active=trio.current_time())
+        self._stream = StreamSlot()
         self._stream.guard_free.set()
         self._injector: FollowUpInjector | None = None
         self.idempotency = IdempotencyCache()
