@@ -170,7 +170,7 @@ async def idle_actors(count: int, measure: Callable[[], int]) -> dict[str, float
         gc.collect()
         with_sessions = measure()
         for session_id in ids:
-            await registry._actor(session_id)  # spawn an idle actor, nothing else
+            await registry.session(session_id).pending_decisions()  # spawns an idle actor
         await trio.sleep(0.01)
         gc.collect()
         with_actors = measure()

@@ -79,6 +79,7 @@ class FakeRuntime:
         self.recall: RecallHandler | None = None
         self.closed = False
         self.sessions_seen: list[Session] = []
+        self.ios: list[TurnIO] = []  # each turn's TurnIO, for events a test sends late
 
     def release(self) -> None:
         self._release.set()
@@ -92,6 +93,7 @@ class FakeRuntime:
         self.max_concurrent = max(self.max_concurrent, self.streams)
         self.turns += 1
         self.sessions_seen.append(io.session)
+        self.ios.append(io)
         self.turn_started.set()
         try:
             for event in self.script:

@@ -104,3 +104,77 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
         "from greenroom.serve import serve\nfrom greenroom.client import GreenroomClient\n"
     )
     assert imported_layers(bad) == {"transport", "actors", "serve", "client"}
+
+
+# --- inside a package ------------------------------------------------------------------------
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports: at module level, inside functions and
+    under ``TYPE_CHECKING`` alike (``from . import _x`` names the submodule, not the package)."""
+    paths = {module_name(path): path for path in sorted(package.rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    up = base[: len(base) - node.level + 1]
+                    module = ".".join([*up, module] if module else up)
+                subs = [f"{module}.{alias.name}" for alias in node.names]
+                found = [sub for sub in subs if sub in paths]
+                targets = found if len(found) == len(subs) else [module, *found]
+            graph[name] |= {target for target in targets if target in paths and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles of ``graph``: its strongly connected parts of two or more modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = set()
+            while True:
+                member = stack.pop()
+                part.add(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                found.append(part)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.mark.parametrize("package", ["actors"])
+def test_a_package_imports_one_way(package: str) -> None:
+    assert cycles(import_graph(PACKAGE / package)) == []
+
+
+def test_the_cycle_finder_sees_a_circle(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [{"a", "b", "c"}]
+    assert cycles({"a": {"b"}, "b": set()}) == []

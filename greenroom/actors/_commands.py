@@ -1,201 +1,212 @@
-"""Commands a session actor takes from its mailbox, and the values it answers with.
+"""Commands a session actor takes from its mailbox, the call that carries one, and a turn.
 
-Commands are imperative nouns; each has exactly one handler in ``_handlers.py``.
+Commands are imperative nouns; each is a :class:`Request` typed by what it answers with and has
+exactly one handler in ``_handlers.py``. A :class:`Call` carries a command with a one-slot reply
+channel. :class:`Turn` is the state of one running turn, shared by the actor (which starts and
+ends it) and the turn task; :class:`NeedsRuntime` is how a handler asks for the runtime to be
+built first.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+import contextlib
+import uuid
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
 import attrs
 import outcome
 import trio
 
-from greenroom.agents import BuiltRuntime, QueuedMessage, ResumeRequest, Runtime
-from greenroom.domain import ChatMessage, Message, Permissions, Session, Summary
-from greenroom.errors import GreenroomError, SessionGone
+from greenroom.agents import BuiltRuntime, ModelChoice, QueuedMessage, ResumeRequest, Runtime
+from greenroom.domain import (
+    AgentChoice,
+    AgentChoiceReasoning,
+    ChatMessage,
+    ErrorEvent,
+    Event,
+    Message,
+    Permissions,
+    Session,
+    StreamStopped,
+    Summary,
+    TokenUsage,
+)
+from greenroom.persistence import ToolCallRecord
 
-from ._eventlog import LogEntry
+from ._entries import LogEntry
+from ._results import (
+    DisconnectPolicy,
+    FollowUpInjector,
+    FollowUpResult,
+    GuardTicket,
+    PendingDecision,
+    QueueDepth,
+    RunStream,
+    SessionSnapshot,
+    SessionStatus,
+    discard_reply,
+)
 
-FollowUpInjector = Callable[[str], Awaitable[None]]
-DisconnectPolicy = Literal["cancel", "continue"]
+R = TypeVar("R")
 
 
-# --- results -----------------------------------------------------------------------------
+class Request(Generic[R]):
+    """A command whose handler answers with an ``R``."""
+
+    __slots__ = ()
 
 
 @attrs.frozen
-class SessionSnapshot:
-    """The session as its actor holds it, plus live state, for resync."""
+class Call:
+    """A command with a one-slot reply channel (the actor never blocks on a reply)."""
 
-    session: Session
-    streaming: bool
-    agent: str
-    last_event_seq: int
+    request: Request[Any]
+    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
 
 
-@attrs.frozen
-class SessionStatus:
-    id: str
-    title: str
-    streaming: bool
-    agent: str
-    input_tokens: int
-    output_tokens: int
-    num_messages: int
-    building: bool = False  # the runtime is being built (MCP servers starting)
+class MailboxClosed(Exception):
+    """The actor closed its mailbox (it retired, was lost or stopped) before taking the call."""
 
 
-@attrs.frozen
-class FollowUpResult:
-    streaming: bool
-    duplicate: bool
+async def send_call(
+    mailbox: trio.MemorySendChannel[Call], request: Request[Any]
+) -> outcome.Outcome[Any]:
+    """Put ``request`` in ``mailbox`` and wait for its answer.
+
+    Raises:
+      MailboxClosed: the actor did not take the call.
+      trio.EndOfChannel: the actor took the call but stopped (or crashed) before answering.
+    """
+    send, receive = trio.open_memory_channel[outcome.Outcome[Any]](1)
+    try:
+        await mailbox.send(Call(request, send))
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        send.close()
+        receive.close()
+        raise MailboxClosed from None
+    async with receive:
+        try:
+            return await receive.receive()
+        except trio.EndOfChannel:
+            raise
+        except BaseException:
+            # Cancelled with the answer already here: nobody else will take it.
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                discard_reply(receive.receive_nowait())
+            raise
+
+
+class NeedsRuntime(Exception):
+    """A handler needs the session's runtime, which is not built yet: the actor parks the call,
+    builds the runtime (agent ``source``, starting on ``agent_name``) and dispatches the call
+    again once it is installed. Raise it before changing anything."""
+
+    def __init__(self, source: str, agent_name: str) -> None:
+        super().__init__(source, agent_name)
+        self.source = source
+        self.agent_name = agent_name
+
+
+ANSWER_EVENTS = (AgentChoice, AgentChoiceReasoning, TokenUsage)
+"""Events that show a model answered (the turn is worth a title)."""
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One running turn. ``send`` is None for turns nobody streams (recall after a job).
+
+    The turn task and the actor's handlers (cancel, delete) share it; ``settled`` is set once
+    the model first answered, the turn failed before that, or the turn ended (the title task
+    waits for it); ``stopped`` once ``stream_stopped`` went out (nothing is offered to the run
+    stream after it).
+    """
+
+    scope: trio.CancelScope
+    send: trio.MemorySendChannel[LogEntry] | None
+    on_disconnect: DisconnectPolicy = "cancel"
+    stream_open: bool = True
+    terminal: LogEntry | None = None  # the run stream's last entry once the turn ended (delete)
+    settled: trio.Event = attrs.Factory(trio.Event)
+    answered: bool = False
+    failed: bool = False
+    stopped: bool = False
+    turn_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
+    errored: bool = False  # it reported an error (the turn record says failed)
+    cancel_reason: str = ""
 
     @property
-    def status(self) -> str:
-        if self.duplicate:
-            return "duplicate"
-        return "queued_streaming" if self.streaming else "queued_idle"
+    def streamed(self) -> bool:
+        """Whether a client still reads this turn's run stream."""
+        return self.send is not None and self.stream_open
+
+    def note(self, event: Event) -> None:
+        """Watch the turn's events: settled (for the title task), stopped."""
+        if isinstance(event, StreamStopped):
+            self.stopped = True
+        if self.settled.is_set():
+            return
+        if isinstance(event, ANSWER_EVENTS):
+            self.answered = True
+            self.settled.set()
+        elif isinstance(event, ErrorEvent):
+            self.failed = True
+            self.settled.set()
+
+    def cancel(self, reason: str) -> None:
+        if not self.cancel_reason:
+            self.cancel_reason = reason
+        self.scope.cancel(reason=reason)
+
+    def consumer_left(self) -> None:
+        """The client stopped reading: cancel the turn unless it should outlive its stream."""
+        self.stream_open = False
+        if self.on_disconnect == "cancel":
+            self.cancel("client left")
+
+    def offer(self, entry: LogEntry) -> None:
+        """Best-effort, non-blocking delivery (used by tasks that must not hold the stream)."""
+        if self.send is None or not self.stream_open or self.stopped:
+            return
+        with contextlib.suppress(
+            trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
+        ):
+            self.send.send_nowait(entry)
+
+
+# --- queries -----------------------------------------------------------------------------
 
 
 @attrs.frozen
-class QueueDepth:
-    steer_depth: int
-    steer_capacity: int
-    followup_depth: int
-    followup_capacity: int
-
-
-class RunStream:
-    """The events of one turn as the caller sees them. Iterate with ``async for``; closing it
-    early cancels the turn unless it was started with ``on_disconnect="continue"``."""
-
-    def __init__(
-        self,
-        receive: trio.MemoryReceiveChannel[LogEntry],
-        on_close: Callable[[], None] | None = None,
-        terminal: Callable[[], LogEntry | None] | None = None,
-    ) -> None:
-        self._receive = receive
-        self._on_close = on_close
-        # Read once the channel has ended: an entry that closes the stream (session_exited
-        # after a delete), delivered after everything the turn sent.
-        self._terminal = terminal
-
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def __anext__(self) -> LogEntry:
-        try:
-            return await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            entry = self._take_terminal()
-            if entry is None:
-                raise StopAsyncIteration from None
-            return entry
-
-    def _take_terminal(self) -> LogEntry | None:
-        if self._terminal is None:
-            return None
-        entry, self._terminal = self._terminal(), None
-        return entry
-
-    def ready(self, limit: int) -> list[LogEntry]:
-        """Up to ``limit`` entries that are already waiting (never blocks)."""
-        entries: list[LogEntry] = []
-        while len(entries) < limit:
-            try:
-                entries.append(self._receive.receive_nowait())
-            except trio.WouldBlock:
-                break
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                entry = self._take_terminal()
-                if entry is not None:
-                    entries.append(entry)
-                break
-        return entries
-
-    async def __aenter__(self) -> RunStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        self.close()
-        await trio.lowlevel.checkpoint()
-
-    def close(self) -> None:
-        """Stop reading: the turn is cancelled unless it was asked to outlive its stream."""
-        self._receive.close()
-        if self._on_close is not None:
-            self._on_close()
-
-
-def discard_reply(result: outcome.Outcome[Any]) -> None:
-    """A reply whose caller left without taking it: a run stream nobody will read is closed,
-    so its turn is cancelled (or detached) instead of holding the session busy."""
-    if isinstance(result, outcome.Value) and isinstance(result.value, RunStream):
-        result.value.close()
-
-
-@attrs.frozen
-class DecisionOutcome:
-    tool_call_id: str
-    action: str
-    result: str
-    is_error: bool
-    decided_by: str
-    decided_at: dt.datetime
-    pending: int  # calls of the session still in doubt
-
-
-@attrs.define(eq=False)
-class PendingDecision:
-    """The answer to a Decide command: at once, or once the tool ran again (a rerun runs in
-    a child task of the actor, so its mailbox keeps serving meanwhile)."""
-
-    done: trio.Event = attrs.field(factory=trio.Event)
-    outcome: DecisionOutcome | None = None
-    error: GreenroomError | None = None
-
-    def finish(self, outcome: DecisionOutcome | None, error: GreenroomError | None = None) -> None:
-        if not self.done.is_set():
-            self.outcome, self.error = outcome, error
-            self.done.set()
-
-    async def wait(self) -> DecisionOutcome:
-        await self.done.wait()
-        if self.outcome is None:
-            raise self.error or SessionGone()
-        return self.outcome
-
-
-@attrs.define(eq=False)
-class GuardTicket:
-    """A queued request for the streaming guard of an attached runtime."""
-
-    granted: trio.Event = attrs.field(factory=trio.Event)
-    abandoned: bool = False
-
-
-# --- commands ----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Snapshot:
+class GetSnapshot(Request[SessionSnapshot]):
     pass
 
 
 @attrs.frozen
-class Status:
+class GetStatus(Request[SessionStatus]):
     pass
 
 
 @attrs.frozen
-class RunTurn:
+class GetQueueDepth(Request[QueueDepth]):
+    pass
+
+
+@attrs.frozen
+class GetModels(Request[tuple[str, str, list[ModelChoice]]]):
+    """The current agent, its model override and the models it may switch to."""
+
+
+@attrs.frozen
+class GetPendingDecisions(Request[list[ToolCallRecord]]):
+    """The tool calls in doubt a person must decide before the session runs again."""
+
+
+# --- turns -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RunTurn(Request[RunStream]):
     source: str
     agent_name: str
     messages: tuple[ChatMessage, ...]
@@ -204,115 +215,114 @@ class RunTurn:
 
 
 @attrs.frozen
-class CancelTurn:
+class CancelTurn(Request[bool]):
     """Cancel the running turn, if any (its stream ends; what it did is kept)."""
 
 
 @attrs.frozen
-class Steer:
+class Steer(Request[None]):
     messages: tuple[QueuedMessage, ...]
 
 
 @attrs.frozen
-class FollowUp:
+class FollowUp(Request[FollowUpResult]):
     messages: tuple[QueuedMessage, ...]
     idempotency_key: str = ""
 
 
 @attrs.frozen
-class Resume:
+class Resume(Request[None]):
     request: ResumeRequest
 
 
 @attrs.frozen
-class AnswerElicitation:
+class AnswerElicitation(Request[None]):
     action: str
     content: Mapping[str, Any] | None
     elicitation_id: str = ""
 
 
 @attrs.frozen
-class AddMessage:
+class Recall(Request[bool]):
+    message: QueuedMessage
+    sub_session: Session | None = None  # a finished background task's record, added first
+
+
+@attrs.frozen
+class Decide(Request[PendingDecision]):
+    tool_call_id: str
+    action: str  # rerun | done | skip
+    result: str | None = None  # for done: what the tool returned, if the person knows
+    decided_by: str = ""
+
+
+# --- history and metadata ------------------------------------------------------------------
+
+
+@attrs.frozen
+class AddMessage(Request[int]):
     message: Message
 
 
 @attrs.frozen
-class UpdateMessage:
+class UpdateMessage(Request[None]):
     message_id: str
     message: Message
 
 
 @attrs.frozen
-class AddSummary:
+class AddSummary(Request[None]):
     summary: Summary
 
 
 @attrs.frozen
-class SetTitle:
+class SetTitle(Request[None]):
     title: str
 
 
 @attrs.frozen
-class SetPermissions:
+class SetPermissions(Request[None]):
     permissions: Permissions | None
 
 
 @attrs.frozen
-class SetTokens:
+class SetTokens(Request[None]):
     input_tokens: int
     output_tokens: int
     cost: float | None = None
 
 
 @attrs.frozen
-class SetStarred:
+class SetStarred(Request[None]):
     starred: bool
 
 
 @attrs.frozen
-class SetSafetyPolicy:
+class SetSafetyPolicy(Request[None]):
     policy: str
 
 
 @attrs.frozen
-class ToggleToolApproval:
+class ToggleToolApproval(Request[None]):
     pass
 
 
 @attrs.frozen
-class ToggleThinking:
+class ToggleThinking(Request[None]):
     pass
 
 
 @attrs.frozen
-class Delete:
-    pass
+class SetModel(Request[None]):
+    agent: str
+    ref: str
+
+
+# --- runtimes and embedders ----------------------------------------------------------------
 
 
 @attrs.frozen
-class AttachRuntime:
-    runtime: Runtime
-    done: trio.Event
-
-
-@attrs.frozen
-class AcquireGuard:
-    ticket: GuardTicket
-
-
-@attrs.frozen
-class RegisterInjector:
-    injector: FollowUpInjector | None
-
-
-@attrs.frozen
-class Recall:
-    message: QueuedMessage
-    sub_session: Session | None = None  # a finished background task's record, added first
-
-
-@attrs.frozen
-class InstallRuntime:
+class InstallRuntime(Request[None]):
     """Sent by the actor's build task: the runtime is built (its services started)."""
 
     built: BuiltRuntime
@@ -321,34 +331,29 @@ class InstallRuntime:
 
 
 @attrs.frozen
-class GetQueueDepth:
+class AttachRuntime(Request[None]):
+    runtime: Runtime
+    done: trio.Event
+
+
+@attrs.frozen
+class AcquireGuard(Request[None]):
+    ticket: GuardTicket
+
+
+@attrs.frozen
+class RegisterInjector(Request[None]):
+    injector: FollowUpInjector | None
+
+
+# --- endings -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Delete(Request[None]):
     pass
 
 
 @attrs.frozen
-class ListModels:
-    pass
-
-
-@attrs.frozen
-class SetModel:
-    agent: str
-    ref: str
-
-
-@attrs.frozen
-class GetPendingDecisions:
-    """The tool calls in doubt a person must decide before the session runs again."""
-
-
-@attrs.frozen
-class Decide:
-    tool_call_id: str
-    action: str  # rerun | done | skip
-    result: str | None = None  # for done: what the tool returned, if the person knows
-    decided_by: str = ""
-
-
-@attrs.frozen
-class Stop:
+class Stop(Request[None]):
     """Persist and stop (registry shutdown)."""

@@ -9,8 +9,6 @@ in a child task of the actor, which holds the session busy meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -33,11 +31,9 @@ from greenroom.errors import (
 )
 from greenroom.persistence import DECISION_ACTIONS, Decision, DecisionAction, ToolCallRecord
 
-from . import _commands as c
-from ._turn import Turn
-
-if TYPE_CHECKING:
-    from ._session import SessionActor
+from ._commands import Decide, Turn
+from ._context import ActorContext, runtime_for
+from ._results import DecisionOutcome, PendingDecision
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +41,8 @@ DONE_UNKNOWN = "The tool call completed before the interruption; its result was 
 SKIPPED = "The tool call was interrupted by a server restart and was not run again."
 MAX_DECIDED_BY = MAX_NAME  # as the API's body allows
 
-EnsureRuntime = Callable[["SessionActor", str, str], Awaitable[Runtime]]
 
-
-async def decide(
-    actor: SessionActor, cmd: c.Decide, ensure_runtime: EnsureRuntime
-) -> c.PendingDecision:
+async def decide(ctx: ActorContext, cmd: Decide) -> PendingDecision:
     """Check the decision and carry it out (a rerun: start it). Runs inside the Decide command."""
     if cmd.action not in DECISION_ACTIONS:
         raise InvalidRequest(
@@ -63,48 +55,43 @@ async def decide(
         raise InvalidRequest(
             f"$.decided_by: at most {MAX_DECIDED_BY} characters", path="$.decided_by"
         )
-    call = actor.in_doubt.get(cmd.tool_call_id)
+    call = ctx.in_doubt.get(cmd.tool_call_id)
     if call is None:
-        raise ToolCallNotFound(
-            f"no tool call {cmd.tool_call_id!r} is in doubt in session {actor.id}"
-        )
-    pending = c.PendingDecision()
+        raise ToolCallNotFound(f"no tool call {cmd.tool_call_id!r} is in doubt in session {ctx.id}")
+    pending = PendingDecision()
     if cmd.action == "rerun":
-        runtime = await _rerun_runtime(actor, call, ensure_runtime)
+        runtime = await _rerun_runtime(ctx, call)
         turn = Turn(trio.CancelScope(), None, "continue")
-        await actor.writer.begin_rerun(actor.lease, actor.id, call.tool_call_id)
-        actor.start_turn(turn)
-        assert actor.nursery is not None
-        actor.nursery.start_soon(_rerun, actor, turn, runtime, call, cmd.decided_by, pending)
+        await ctx.writer.begin_rerun(ctx.lease, ctx.id, call.tool_call_id)
+        decided_by = cmd.decided_by
+        ctx.start_turn(turn, lambda: _rerun(ctx, turn, runtime, call, decided_by, pending))
         return pending
     text = (cmd.result or DONE_UNKNOWN) if cmd.action == "done" else SKIPPED
     result = ToolResult(text, is_error=cmd.action == "skip")
-    pending.finish(await _record(actor, call, cmd.action, result, cmd.decided_by))  # type: ignore[arg-type]
+    pending.finish(await _record(ctx, call, cmd.action, result, cmd.decided_by))  # type: ignore[arg-type]
     return pending
 
 
-async def _rerun_runtime(
-    actor: SessionActor, call: ToolCallRecord, ensure_runtime: EnsureRuntime
-) -> Runtime:
-    runtime = actor.runtime
+async def _rerun_runtime(ctx: ActorContext, call: ToolCallRecord) -> Runtime:
+    runtime = ctx.runtime
     if runtime is None:  # after a restart: build it from the agent the turn ran with
-        turns = await actor.registry.persistence.events.turns(actor.id, ("interrupted", "running"))
+        turns = await ctx.events.turns(ctx.id, ("interrupted", "running"))
         turn = next((t for t in turns if t.turn_id == call.turn_id), None)
         if turn is None or not turn.source:
             raise RerunNotSupported(f"the agent that made tool call {call.tool_call_id} is unknown")
-        runtime = await ensure_runtime(actor, turn.source, turn.agent_name)
+        runtime = runtime_for(ctx, turn.source, turn.agent_name)
     if not supports_tool_rerun(runtime):
         raise RerunNotSupported()
     return runtime
 
 
 async def _rerun(
-    actor: SessionActor,
+    ctx: ActorContext,
     turn: Turn,
     runtime: Runtime,
     call: ToolCallRecord,
     decided_by: str,
-    pending: c.PendingDecision,
+    pending: PendingDecision,
 ) -> None:
     try:
         with turn.scope:
@@ -114,23 +101,23 @@ async def _rerun(
             except Exception as exc:
                 log.warning("rerun of tool call %s failed", call.tool_call_id, exc_info=True)
                 result = ToolResult(f"Tool {call.name!r} failed: {exc}", is_error=True)
-            pending.finish(await _record(actor, call, "rerun", result, decided_by))
+            pending.finish(await _record(ctx, call, "rerun", result, decided_by))
     except GreenroomError as exc:
         pending.finish(None, exc)
     finally:
         # Cancelled (deleted, shutting down): the call stays started, so in doubt once more
         # after a restart; nobody waits for a verdict that will not come.
         pending.finish(None, SessionGone("the rerun was interrupted"))
-        actor.end_turn(turn)
+        ctx.end_turn(turn)
 
 
 async def _record(
-    actor: SessionActor,
+    ctx: ActorContext,
     call: ToolCallRecord,
     action: DecisionAction,
     result: ToolResult,
     decided_by: str,
-) -> c.DecisionOutcome:
+) -> DecisionOutcome:
     """Store the decision with the result replacing the placeholder, then tell the log."""
     decided_at = utcnow()
     chat = ChatMessage(
@@ -141,13 +128,13 @@ async def _record(
         created_at=decided_at,
     )
     message = Message(chat, agent_name=call.agent_name)
-    decision = Decision(actor.id, call.tool_call_id, action, decided_by, decided_at, message)
-    remaining = await actor.writer.decide(decision)
-    actor.replace_placeholder(call.placeholder_id, message)
-    actor.in_doubt.pop(call.tool_call_id, None)
-    event = ToolCallDecided(call.tool_call_id, action, result.output, decided_by, actor.id)
-    actor.log_event(event)
-    return c.DecisionOutcome(
+    decision = Decision(ctx.id, call.tool_call_id, action, decided_by, decided_at, message)
+    remaining = await ctx.writer.decide(decision)
+    ctx.live.replace_message(call.placeholder_id, message, or_append=True)
+    ctx.decided(call.tool_call_id)
+    event = ToolCallDecided(call.tool_call_id, action, result.output, decided_by, ctx.id)
+    ctx.log_event(event)
+    return DecisionOutcome(
         call.tool_call_id,
         action,
         result.output,

@@ -22,25 +22,17 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import logging
 import time
-from typing import Any
 
-import attrs
 import trio
 
-from greenroom.domain import (
-    Event,
-    Gap,
-    SessionExited,
-    encode_json,
-    event_from_json,
-    event_to_json,
-    event_type,
-)
+from greenroom.domain import Event, SessionExited
 from greenroom.errors import GreenroomError
 from greenroom.persistence import EventReader, EventRow, Lease, StoredEvent, Writer
+
+from ._entries import GAP, LogEntry
+from ._subscription import Replay, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -53,183 +45,6 @@ DEFAULT_MAX_UNCOMMITTED = 4096
 # subscriber that had caught up is never dropped by a single commit. A channel's buffer grows
 # only as it fills, so the size costs nothing while the reader keeps up.
 DEFAULT_SUBSCRIBER_BUFFER = DEFAULT_MAX_UNCOMMITTED
-REPLAY_PAGE = 500  # events a subscription reads from the store at a time
-
-
-_second: list[Any] = [-1, ""]  # (whole second, its RFC 3339 text): formatted once a second
-
-
-def _timestamp() -> str:
-    """Now as RFC 3339 UTC with microseconds (``2026-12-01T15:04:05.123456Z``), cheaply."""
-    now = time.time()
-    whole = int(now)
-    if whole != _second[0]:
-        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-    return f"{_second[1]}.{int((now - whole) * 1_000_000):06d}Z"
-
-
-@attrs.frozen
-class LogEntry:
-    """One delivered event: ``seq`` is 0 for control events that are not in the log (gap).
-
-    ``data`` is the event's JSON, encoded once; ``event`` is parsed from it on demand for an
-    entry replayed from the store.
-    """
-
-    seq: int
-    type: str
-    data: bytes
-    parsed: Event | None = attrs.field(default=None, repr=False)
-
-    @classmethod
-    def of(cls, seq: int, event: Event) -> LogEntry:
-        body = event_to_json(event)
-        body.setdefault("timestamp", _timestamp())  # as docker-agent's events carry one
-        return cls(seq, event_type(event), encode_json(body), event)
-
-    @classmethod
-    def stored(cls, event: StoredEvent) -> LogEntry:
-        return cls(event.seq, event.type, event.body)
-
-    @property
-    def event(self) -> Event:
-        return self.parsed if self.parsed is not None else event_from_json(self.json())
-
-    def json(self) -> Any:
-        return json.loads(self.data)
-
-
-GAP = LogEntry.of(0, Gap())
-
-
-class _Replay:
-    """The part of a subscription's backlog that only the store still has: (after, upto]."""
-
-    def __init__(self, reader: EventReader, session_id: str, after: int, upto: int) -> None:
-        self._reader = reader
-        self._session_id = session_id
-        self._after = after
-        self._upto = upto
-        self._page: collections.deque[LogEntry] = collections.deque()
-        self._gap_sent = False
-
-    @property
-    def done(self) -> bool:
-        return not self._page and self._after >= self._upto
-
-    def take(self, limit: int) -> list[LogEntry]:
-        """What is already read (never blocks)."""
-        return [self._page.popleft() for _ in range(min(limit, len(self._page)))]
-
-    async def next(self) -> LogEntry | None:
-        if not self._page and self._after < self._upto:
-            await self._read_page()
-        return self._page.popleft() if self._page else None
-
-    def _gap(self) -> None:
-        if not self._gap_sent:
-            self._gap_sent = True
-            self._page.append(GAP)
-
-    async def _read_page(self) -> None:
-        limit = min(REPLAY_PAGE, self._upto - self._after)
-        rows = await self._reader.read_events(self._session_id, self._after, limit)
-        rows = [row for row in rows if row.seq <= self._upto]
-        if not rows:  # retention removed the rest of the range
-            self._after = self._upto
-            self._gap()
-            return
-        for row in rows:
-            if row.seq != self._after + 1:  # retention removed events in between
-                self._gap()
-            self._page.append(LogEntry.stored(row))
-            self._after = row.seq
-
-
-class Subscription:
-    """A listener: its backlog (from the store, then the ring), then live committed entries
-    until the log ends it or drops it. Iterate it with ``async for``; ``close()`` (or
-    ``with``) unregisters it."""
-
-    def __init__(
-        self,
-        log: EventLog,
-        backlog: list[LogEntry],
-        buffer: int,
-        *,
-        replay: _Replay | None = None,
-        skip_through: int = 0,
-    ) -> None:
-        self._log = log
-        self._replay = replay
-        self._backlog = collections.deque(backlog)
-        self._skip_through = skip_through  # live entries the client already has
-        self._send, self._recv = trio.open_memory_channel[LogEntry](buffer)
-        self.dropped = False
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._log._subscribers.discard(self)
-        self._send.close()
-        self._recv.close()
-
-    def _offer(self, entry: LogEntry) -> bool:
-        if entry.seq <= self._skip_through:
-            return True
-        try:
-            self._send.send_nowait(entry)
-        except trio.WouldBlock:
-            self.dropped = True
-            self._send.close()
-            return False
-        except trio.ClosedResourceError:
-            return False
-        return True
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    def ready(self, limit: int) -> list[LogEntry]:
-        """Up to ``limit`` entries that are already waiting (never blocks)."""
-        entries: list[LogEntry] = []
-        if self._replay is not None:
-            entries = self._replay.take(limit)
-            if not self._replay.done:
-                return entries
-            self._replay = None
-        while len(entries) < limit and self._backlog:
-            entries.append(self._backlog.popleft())
-        while len(entries) < limit:
-            try:
-                entries.append(self._recv.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
-        return entries
-
-    async def __anext__(self) -> LogEntry:
-        if self._replay is not None:
-            try:
-                entry = await self._replay.next()
-            except GreenroomError as exc:  # the store failed: end; the client resumes later
-                log.warning("replaying session %s: %s", self._log.session_id, exc)
-                self.dropped = True
-                self.close()
-                raise StopAsyncIteration from None
-            if entry is not None:
-                return entry
-            self._replay = None
-        if self._backlog:
-            await trio.lowlevel.checkpoint()
-            return self._backlog.popleft()
-        try:
-            return await self._recv.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise StopAsyncIteration from None
 
 
 class EventLog:
@@ -285,6 +100,11 @@ class EventLog:
     @property
     def uncommitted(self) -> int:
         return self.last_seq - self.committed
+
+    @property
+    def in_memory(self) -> int:
+        """Entries held in memory for replay (every uncommitted one, then the newest)."""
+        return len(self._ring)
 
     # --- the head --------------------------------------------------------------------------
 
@@ -371,7 +191,7 @@ class EventLog:
             fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
             for entry in fresh:
                 for subscriber in list(self._subscribers):
-                    if not subscriber._offer(entry):
+                    if not subscriber.offer(entry):
                         self._subscribers.discard(subscriber)
         self.committed = seq
         while len(self._ring) > self._limit and self._ring[0].seq <= seq:
@@ -391,7 +211,7 @@ class EventLog:
             entry = LogEntry.stored(row)
             self._ring.append(entry)
             for subscriber in list(self._subscribers):
-                if not subscriber._offer(entry):
+                if not subscriber.offer(entry):
                     self._subscribers.discard(subscriber)
             self.last_seq = self.committed = row.seq
             if entry.type == "session_exited":
@@ -433,7 +253,7 @@ class EventLog:
     def end_subscribers(self) -> None:
         """End every subscription without ``session_exited`` (they may resume later)."""
         for subscriber in list(self._subscribers):
-            subscriber._send.close()
+            subscriber.end()
         self._subscribers.clear()
 
     def _end_subscribers(self) -> None:
@@ -479,16 +299,21 @@ class EventLog:
         if since is not None and since < self.committed and self._reader is not None:
             first = self._ring[0].seq if self._ring else self.committed + 1
             if since + 1 < first:
-                replay = _Replay(
+                replay = Replay(
                     self._reader, self.session_id, since, min(first - 1, self.committed)
                 )
         if since is not None and self.committed < since <= self.last_seq:
             skip = since  # seen on a run stream before the commit: not again
         subscription = Subscription(
-            self, self.backlog(since), self._subscriber_buffer, replay=replay, skip_through=skip
+            self.session_id,
+            self._subscribers.discard,
+            self.backlog(since),
+            self._subscriber_buffer,
+            replay=replay,
+            skip_through=skip,
         )
         if self._ended:
-            subscription._send.close()
+            subscription.end()
         else:
             self._subscribers.add(subscription)
         return subscription

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
-from greenroom.agents import QueuedMessage
+from greenroom.agents import ModelChoice, QueuedMessage, ResumeRequest
+from greenroom.domain import ChatMessage, Message, Permissions, Summary
 from greenroom.persistence import ToolCallRecord
 
 from . import _commands as c
-
-if TYPE_CHECKING:
-    from ._registry import Registry
-    from ._session import SessionActor
+from ._context import GuardHost, SessionCaller
+from ._results import (
+    DecisionOutcome,
+    DisconnectPolicy,
+    FollowUpInjector,
+    FollowUpResult,
+    QueueDepth,
+    RunStream,
+    SessionSnapshot,
+    SessionStatus,
+)
 
 
 class StreamGuard:
@@ -24,31 +33,19 @@ class StreamGuard:
     deleted (the embedder should end its stream).
     """
 
-    def __init__(self, registry: Registry, session_id: str, done: trio.Event) -> None:
-        self._registry = registry
+    def __init__(self, host: GuardHost, session_id: str, done: trio.Event) -> None:
+        self._host = host
         self.session_id = session_id
         self.done = done
-        self._holder: SessionActor | None = None
+        self._release: Callable[[], None] | None = None
 
     async def acquire(self) -> None:
-        ticket = c.GuardTicket()
-        actor = await self._registry._actor(self.session_id)
-        try:
-            # Inside the try: a caller cancelled while its request waits in the mailbox must
-            # not be granted the guard later (nobody would release it).
-            await self._registry._call_actor(actor, c.AcquireGuard(ticket))
-            await ticket.granted.wait()
-        except BaseException:
-            ticket.abandoned = True
-            if ticket.granted.is_set():
-                actor.release_guard()
-            raise
-        self._holder = actor
+        self._release = await self._host.acquire_guard(self.session_id)
 
     def release(self) -> None:
-        holder, self._holder = self._holder, None
-        if holder is not None:
-            holder.release_guard()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     async def __aenter__(self) -> StreamGuard:
         await self.acquire()
@@ -59,103 +56,121 @@ class StreamGuard:
 
 
 class SessionHandle:
-    """The typed API of one session, as the transports use it."""
+    """The typed API of one session, as the transports use it.
 
-    def __init__(self, registry: Registry, session_id: str) -> None:
-        self._registry = registry
+    Every method sends one command to the session's actor (spawning it) and returns its
+    answer. Each may raise SessionNotFound (no such session, or deleted), SessionGone (its
+    actor stopped before answering) or NodeFenced (this cluster node lost its lease), besides
+    the errors it names.
+    """
+
+    def __init__(self, caller: SessionCaller, session_id: str) -> None:
+        self._caller = caller
         self.session_id = session_id
 
-    async def _call(self, request: Any) -> Any:
-        return await self._registry.call(self.session_id, request)
+    async def snapshot(self) -> SessionSnapshot:
+        return await self._caller.call(self.session_id, c.GetSnapshot())
 
-    async def snapshot(self) -> c.SessionSnapshot:
-        return await self._call(c.Snapshot())  # type: ignore[no-any-return]
-
-    async def status(self) -> c.SessionStatus:
-        return await self._call(c.Status())  # type: ignore[no-any-return]
+    async def status(self) -> SessionStatus:
+        """Raises SessionNotRunning when the session has no runtime and builds none."""
+        return await self._caller.call(self.session_id, c.GetStatus())
 
     async def run(
         self,
         source: str,
-        messages: tuple[Any, ...],
+        messages: tuple[ChatMessage, ...],
         *,
         agent_name: str = "",
         model: str = "",
-        on_disconnect: c.DisconnectPolicy = "cancel",
-    ) -> c.RunStream:
+        on_disconnect: DisconnectPolicy = "cancel",
+    ) -> RunStream:
+        """Start a turn (building the runtime from ``source`` first if there is none).
+
+        Raises:
+          SessionBusy: a turn runs, or an embedder holds the guard.
+          NeedsDecision: tool calls of an interrupted turn are in doubt.
+          AgentSwitchFailed: an agent-switch command of ``messages`` failed.
+          ModelSwitchingNotSupported: ``model`` was given to a runtime that cannot switch.
+        """
         request = c.RunTurn(source, agent_name, tuple(messages), model, on_disconnect)
-        return await self._call(request)  # type: ignore[no-any-return]
+        return await self._caller.call(self.session_id, request)
 
     async def cancel_turn(self) -> bool:
         """Cancel the running turn; False when none was running (nothing changed)."""
-        return await self._call(c.CancelTurn())  # type: ignore[no-any-return]
+        return await self._caller.call(self.session_id, c.CancelTurn())
 
     async def steer(self, messages: tuple[QueuedMessage, ...]) -> None:
-        await self._call(c.Steer(messages))
+        await self._caller.call(self.session_id, c.Steer(messages))
 
     async def follow_up(
         self, messages: tuple[QueuedMessage, ...], idempotency_key: str = ""
-    ) -> c.FollowUpResult:
-        return await self._call(c.FollowUp(messages, idempotency_key))  # type: ignore[no-any-return]
+    ) -> FollowUpResult:
+        return await self._caller.call(self.session_id, c.FollowUp(messages, idempotency_key))
 
-    async def resume(self, request: Any) -> None:
-        await self._call(c.Resume(request))
+    async def resume(self, request: ResumeRequest) -> None:
+        await self._caller.call(self.session_id, c.Resume(request))
 
-    async def answer_elicitation(self, action: str, content: Any, elicitation_id: str = "") -> None:
-        await self._call(c.AnswerElicitation(action, content, elicitation_id))
+    async def answer_elicitation(
+        self, action: str, content: Mapping[str, Any] | None, elicitation_id: str = ""
+    ) -> None:
+        request = c.AnswerElicitation(action, content, elicitation_id)
+        await self._caller.call(self.session_id, request)
 
-    async def add_message(self, message: Any) -> int:
-        return await self._call(c.AddMessage(message))  # type: ignore[no-any-return]
+    async def add_message(self, message: Message) -> int:
+        """Raises SessionBusy while a turn runs."""
+        return await self._caller.call(self.session_id, c.AddMessage(message))
 
-    async def update_message(self, message_id: str, message: Any) -> None:
-        await self._call(c.UpdateMessage(message_id, message))
+    async def update_message(self, message_id: str, message: Message) -> None:
+        """Raises SessionBusy while a turn runs, InvalidMessageId for a malformed id."""
+        await self._caller.call(self.session_id, c.UpdateMessage(message_id, message))
 
-    async def add_summary(self, summary: Any) -> None:
-        await self._call(c.AddSummary(summary))
+    async def add_summary(self, summary: Summary) -> None:
+        await self._caller.call(self.session_id, c.AddSummary(summary))
 
     async def set_title(self, title: str) -> None:
-        await self._call(c.SetTitle(title))
+        await self._caller.call(self.session_id, c.SetTitle(title))
 
-    async def set_permissions(self, permissions: Any) -> None:
-        await self._call(c.SetPermissions(permissions))
+    async def set_permissions(self, permissions: Permissions | None) -> None:
+        await self._caller.call(self.session_id, c.SetPermissions(permissions))
 
     async def set_tokens(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        await self._call(c.SetTokens(input_tokens, output_tokens, cost))
+        await self._caller.call(self.session_id, c.SetTokens(input_tokens, output_tokens, cost))
 
     async def set_starred(self, starred: bool) -> None:
-        await self._call(c.SetStarred(starred))
+        await self._caller.call(self.session_id, c.SetStarred(starred))
 
     async def set_safety_policy(self, policy: str) -> None:
-        await self._call(c.SetSafetyPolicy(policy))
+        await self._caller.call(self.session_id, c.SetSafetyPolicy(policy))
 
     async def toggle_tool_approval(self) -> None:
-        await self._call(c.ToggleToolApproval())
+        await self._caller.call(self.session_id, c.ToggleToolApproval())
 
     async def toggle_thinking(self) -> None:
-        await self._call(c.ToggleThinking())
+        await self._caller.call(self.session_id, c.ToggleThinking())
 
-    async def queue_depth(self) -> c.QueueDepth:
-        return await self._call(c.GetQueueDepth())  # type: ignore[no-any-return]
+    async def queue_depth(self) -> QueueDepth:
+        return await self._caller.call(self.session_id, c.GetQueueDepth())
 
-    async def models(self) -> tuple[str, str, list[Any]]:
-        return await self._call(c.ListModels())  # type: ignore[no-any-return]
+    async def models(self) -> tuple[str, str, list[ModelChoice]]:
+        """The current agent, its model override and the models it may switch to."""
+        return await self._caller.call(self.session_id, c.GetModels())
 
     async def set_model(self, agent: str, ref: str) -> None:
-        await self._call(c.SetModel(agent, ref))
+        await self._caller.call(self.session_id, c.SetModel(agent, ref))
 
-    async def register_follow_up_injector(self, injector: c.FollowUpInjector | None) -> None:
-        await self._call(c.RegisterInjector(injector))
+    async def register_follow_up_injector(self, injector: FollowUpInjector | None) -> None:
+        await self._caller.call(self.session_id, c.RegisterInjector(injector))
 
     async def recall(self, message: QueuedMessage) -> bool:
-        return await self._call(c.Recall(message))  # type: ignore[no-any-return]
+        return await self._caller.call(self.session_id, c.Recall(message))
 
     async def pending_decisions(self) -> list[ToolCallRecord]:
         """The tool calls in doubt a person must decide before the session runs again."""
-        return await self._call(c.GetPendingDecisions())  # type: ignore[no-any-return]
+        return await self._caller.call(self.session_id, c.GetPendingDecisions())
 
     async def decide(
         self, tool_call_id: str, action: str, result: str | None = None, decided_by: str = ""
-    ) -> c.DecisionOutcome:
+    ) -> DecisionOutcome:
         """Decide a tool call in doubt; returns once the decision is stored (for ``rerun``:
         once the tool ran again, the session held busy meanwhile).
 
@@ -165,7 +180,6 @@ class SessionHandle:
           SessionBusy: a rerun while the session runs something.
           RerunNotSupported: the session's runtime cannot run tools again.
         """
-        pending: c.PendingDecision = await self._call(
-            c.Decide(tool_call_id, action, result, decided_by)
-        )
+        request = c.Decide(tool_call_id, action, result, decided_by)
+        pending = await self._caller.call(self.session_id, request)
         return await pending.wait()

@@ -6,13 +6,13 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
-from greenroom.agents import Runtime, supports_recall
-from greenroom.domain import ChatMessage, Message, Permissions, SessionExited, utcnow
+from greenroom.agents import ModelChoice, Runtime
+from greenroom.domain import ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
     GreenroomError,
     InvalidMessageId,
@@ -20,182 +20,171 @@ from greenroom.errors import (
     ModelSwitchingNotSupported,
     NeedsDecision,
     SessionBusy,
-    SessionNotFound,
     SessionNotRunning,
 )
+from greenroom.persistence import ToolCallRecord
 
 from . import _commands as c
-from ._build import NeedsRuntime
+from ._context import ActorContext, runtime_for
 from ._decisions import decide
-from ._eventlog import LogEntry
+from ._results import (
+    FollowUpResult,
+    PendingDecision,
+    QueueDepth,
+    RunStream,
+    SessionSnapshot,
+    SessionStatus,
+)
 from ._switch import apply_agent_switch_commands
-from ._turn import Turn, generate_title, run_turn
-
-if TYPE_CHECKING:
-    from ._session import SessionActor
+from ._turn import generate_title, run_turn
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["SessionActor", Any], Awaitable[Any]]
-TABLE: dict[type[Any], Handler] = {}
+Q = TypeVar("Q", bound=c.Request[Any])
+Handler = Callable[[ActorContext, Any], Awaitable[Any]]
+TABLE: dict[type[c.Request[Any]], Handler] = {}
 
 
-def handles(command: type[Any]) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
+def handles(command: type[Q]) -> Callable[[Callable[[ActorContext, Q], Awaitable[Any]]], Handler]:
+    def register(fn: Callable[[ActorContext, Q], Awaitable[Any]]) -> Handler:
         TABLE[command] = fn
         return fn
 
     return register
 
 
-def _require_idle(actor: SessionActor) -> None:
-    if actor.streaming:
+def _require_idle(ctx: ActorContext) -> None:
+    if ctx.streaming:
         raise SessionBusy()
 
 
-def _require_decided(actor: SessionActor) -> None:
-    if actor.in_doubt:
-        calls = ", ".join(sorted(actor.in_doubt))
+def _require_decided(ctx: ActorContext) -> None:
+    if ctx.in_doubt:
+        calls = ", ".join(sorted(ctx.in_doubt))
         raise NeedsDecision(
             f"tool calls of an interrupted turn are in doubt ({calls}): decide each one at "
-            f"POST /api/sessions/{actor.id}/recovery/decisions before running again"
+            f"POST /api/sessions/{ctx.id}/recovery/decisions before running again"
         )
 
 
-def _require_runtime(actor: SessionActor) -> Runtime:
-    if actor.runtime is None:
+def _require_runtime(ctx: ActorContext) -> Runtime:
+    if ctx.runtime is None:
         raise SessionNotRunning()
-    return actor.runtime
+    return ctx.runtime
 
 
 # --- queries -----------------------------------------------------------------------------
 
 
-@handles(c.Snapshot)
-async def _snapshot(actor: SessionActor, _: c.Snapshot) -> c.SessionSnapshot:
-    log_ = actor.registry.ensure_log(actor.id)
-    return c.SessionSnapshot(
-        session=actor.session,
-        streaming=actor.streaming,
-        agent=actor.agent_name(),
+@handles(c.GetSnapshot)
+async def _snapshot(ctx: ActorContext, _: c.GetSnapshot) -> SessionSnapshot:
+    log_ = ctx.log
+    return SessionSnapshot(
+        session=ctx.session,
+        streaming=ctx.streaming,
+        agent=ctx.agent_name(),
         last_event_seq=log_.last_seq if log_ is not None else 0,
     )
 
 
-@handles(c.Status)
-async def _status(actor: SessionActor, _: c.Status) -> c.SessionStatus:
-    if not actor.building:
-        _require_runtime(actor)
-    s = actor.session
-    return c.SessionStatus(
+@handles(c.GetStatus)
+async def _status(ctx: ActorContext, _: c.GetStatus) -> SessionStatus:
+    if not ctx.building:
+        _require_runtime(ctx)
+    s = ctx.session
+    return SessionStatus(
         s.id,
         s.title,
-        actor.streaming,
-        actor.agent_name(),
+        ctx.streaming,
+        ctx.agent_name(),
         s.input_tokens,
         s.output_tokens,
-        actor.num_messages(),
-        building=actor.building,
+        ctx.num_messages(),
+        building=ctx.building,
     )
 
 
 @handles(c.GetQueueDepth)
-async def _queue_depth(actor: SessionActor, _: c.GetQueueDepth) -> c.QueueDepth:
-    q = _require_runtime(actor).queue_status()
-    return c.QueueDepth(q.steer_depth, q.steer_capacity, q.followup_depth, q.followup_capacity)
+async def _queue_depth(ctx: ActorContext, _: c.GetQueueDepth) -> QueueDepth:
+    q = _require_runtime(ctx).queue_status()
+    return QueueDepth(q.steer_depth, q.steer_capacity, q.followup_depth, q.followup_capacity)
 
 
-@handles(c.ListModels)
-async def _list_models(actor: SessionActor, _: c.ListModels) -> tuple[str, str, list[Any]]:
-    runtime = _require_runtime(actor)
+@handles(c.GetModels)
+async def _models(ctx: ActorContext, _: c.GetModels) -> tuple[str, str, list[ModelChoice]]:
+    runtime = _require_runtime(ctx)
     if not runtime.supports_model_switching():
         raise ModelSwitchingNotSupported()
     agent = runtime.current_agent().name
-    return (
-        agent,
-        actor.session.agent_model_overrides.get(agent, ""),
-        await runtime.available_models(),
-    )
+    override = ctx.session.agent_model_overrides.get(agent, "")
+    return (agent, override, await runtime.available_models())
+
+
+@handles(c.GetPendingDecisions)
+async def _pending_decisions(ctx: ActorContext, _: c.GetPendingDecisions) -> list[ToolCallRecord]:
+    await trio.lowlevel.checkpoint()
+    return sorted(ctx.in_doubt.values(), key=lambda call: call.started_seq)
 
 
 # --- turns -------------------------------------------------------------------------------
 
 
-def _runtime_for(actor: SessionActor, source: str, agent_name: str) -> Runtime:
-    """The runtime; without one the actor parks the command while it builds (NeedsRuntime)."""
-    if actor.runtime is None:
-        raise NeedsRuntime(source, agent_name)
-    return actor.runtime
-
-
-async def _ensure_runtime(actor: SessionActor, source: str, agent_name: str) -> Runtime:
-    await trio.lowlevel.checkpoint()
-    return _runtime_for(actor, source, agent_name)
-
-
 @handles(c.InstallRuntime)
-async def _install_runtime(actor: SessionActor, cmd: c.InstallRuntime) -> None:
+async def _install_runtime(ctx: ActorContext, cmd: c.InstallRuntime) -> None:
     """The build task built the runtime: install it, then let the parked runs go on."""
     built = cmd.built
-    runtime = built.runtime
-    session = actor.session
+    session = ctx.session
     if built.safety_default and not session.safety_policy and not session.items:
         # The author's default, for a fresh session only (older sessions are never defaulted).
         policy = built.safety_default
-        await actor.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
-    actor.runtime = runtime
-    actor.runtime_source, actor.runtime_agent = cmd.source, cmd.agent_name
-    actor.title_generator = built.title_generator
-    runtime.on_elicitation_request(actor.registry.elicitation_sink(actor.id))
-    if supports_recall(runtime):
-        runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
+        await ctx.live.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
+    ctx.install_runtime(built, cmd.source, cmd.agent_name)
+    runtime = built.runtime
     if runtime.supports_model_switching():
-        for agent, ref in actor.session.agent_model_overrides.items():
+        for agent, ref in ctx.session.agent_model_overrides.items():
             try:
                 await runtime.set_agent_model(agent, ref)
             except Exception:
-                log.warning("session %s: could not restore model %r for %r", actor.id, ref, agent)
-    actor.registry.mark_ready()
-    await actor.redispatch(actor.take_parked())
+                log.warning("session %s: could not restore model %r for %r", ctx.id, ref, agent)
+    await ctx.resume_parked()
 
 
 async def _apply_model(
-    actor: SessionActor, runtime: Runtime, ref: str
+    ctx: ActorContext, runtime: Runtime, ref: str
 ) -> Callable[[], Awaitable[None]]:
     """Switch the current agent's model to ``ref``; returns the undo."""
     if not runtime.supports_model_switching():
         raise ModelSwitchingNotSupported()
     agent = runtime.current_agent().name
-    before = actor.session
+    before = ctx.session
     previous = before.agent_model_overrides.get(agent, "")
     await runtime.set_agent_model(agent, ref)
     overrides = {**before.agent_model_overrides, agent: ref}
     custom = list(before.custom_models_used)
     if "/" in ref and ref not in custom:
         custom.append(ref)
-    actor.session = attrs.evolve(before, agent_model_overrides=overrides, custom_models_used=custom)
+    ctx.live.revise(agent_model_overrides=overrides, custom_models_used=custom)
 
     async def undo() -> None:
-        actor.session = attrs.evolve(
-            actor.session,
+        ctx.live.revise(
             agent_model_overrides=before.agent_model_overrides,
             custom_models_used=before.custom_models_used,
         )
         try:
             await runtime.set_agent_model(agent, previous)
         except Exception:
-            log.exception("session %s: could not restore model of %r", actor.id, agent)
+            log.exception("session %s: could not restore model of %r", ctx.id, agent)
 
     return undo
 
 
 @handles(c.RunTurn)
-async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
-    _require_idle(actor)  # before any mutation: a refused run changes nothing
-    _require_decided(actor)
-    runtime = _runtime_for(actor, cmd.source, cmd.agent_name)
-    undo = await _apply_model(actor, runtime, cmd.model) if cmd.model else None
-    turn = Turn(trio.CancelScope(), None, cmd.on_disconnect)
+async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
+    _require_idle(ctx)  # before any mutation: a refused run changes nothing
+    _require_decided(ctx)
+    runtime = runtime_for(ctx, cmd.source, cmd.agent_name)
+    undo = await _apply_model(ctx, runtime, cmd.model) if cmd.model else None
+    turn = c.Turn(trio.CancelScope(), None, cmd.on_disconnect)
     try:
         messages = await apply_agent_switch_commands(runtime, cmd.messages)
         stamped = tuple(
@@ -204,228 +193,187 @@ async def _run_turn(actor: SessionActor, cmd: c.RunTurn) -> c.RunStream:
         )
         texts = [m.content for m in stamped if m.role == "user" and m.content.strip()]
         # The durability point before the model is called: messages and turn record at once.
-        await actor.add_turn_messages(stamped, turn, actor.runtime_source or cmd.source)
+        await ctx.live.begin_turn(stamped, turn.turn_id, ctx.runtime_source or cmd.source)
         if undo is not None:
-            await actor.persist()
+            await ctx.live.persist()
     except BaseException:
         if undo is not None:
             with trio.CancelScope(shield=True):
                 await undo()
         raise
 
-    send, receive = trio.open_memory_channel[Any](actor.config.stream_buffer)
+    send, receive = trio.open_memory_channel[Any](ctx.config.stream_buffer)
     turn.send = send
-    actor.start_turn(turn)
-    title = actor.session.title
+    title = ctx.session.title
+    generator = ctx.title_generator
     # One title request per session: none while one is under way or after one was made.
-    needs_title = (
-        not title
-        and texts
-        and actor.title_generator is not None
-        and actor.title_scope is None
-        and not actor.title_requested
-    )
-    assert actor.nursery is not None
-    actor.nursery.start_soon(run_turn, actor, turn, runtime, "" if needs_title else title)
-    if needs_title and actor.title_generator is not None:
-        _start_title(actor, texts, turn)
-    return c.RunStream(receive, turn.consumer_left, lambda: turn.terminal)
-
-
-def _start_title(actor: SessionActor, texts: list[str], turn: Turn) -> None:
-    generator = actor.title_generator
-    assert generator is not None and actor.nursery is not None
-    scope = trio.CancelScope()
-    actor.title_scope = scope
-
-    async def title_task() -> None:
-        try:
-            with scope:
-                await generate_title(actor, generator, texts, turn, actor.config.title_budget)
-        finally:
-            actor.title_done()
-
-    actor.nursery.start_soon(title_task)
+    needs_title = bool(not title and texts and generator is not None and ctx.title_due)
+    announce = "" if needs_title else title
+    ctx.start_turn(turn, partial(run_turn, ctx, turn, runtime, announce))
+    if needs_title and generator is not None:
+        budget = ctx.config.title_budget
+        ctx.start_title(partial(generate_title, ctx, generator, texts, turn, budget))
+    return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
 
 
 @handles(c.Recall)
-async def _recall(actor: SessionActor, cmd: c.Recall) -> bool:
+async def _recall(ctx: ActorContext, cmd: c.Recall) -> bool:
     if cmd.sub_session is not None:
-        await actor.append_sub_session(cmd.sub_session)
-    if actor.injector is not None:
-        await actor.injector(cmd.message.content)
+        await ctx.live.append_sub_session(cmd.sub_session)
+    if ctx.injector is not None:
+        await ctx.injector(cmd.message.content)
         return True
-    runtime = _require_runtime(actor)
-    if actor.streaming:
+    runtime = _require_runtime(ctx)
+    if ctx.streaming:
         await runtime.steer(cmd.message)
         return True
-    _require_decided(actor)
+    _require_decided(ctx)
     chat = ChatMessage("user", cmd.message.content, cmd.message.multi_content, created_at=utcnow())
-    turn = Turn(trio.CancelScope(), None, "continue")
-    await actor.add_turn_messages((Message(chat),), turn, actor.runtime_source)
-    actor.start_turn(turn)
-    assert actor.nursery is not None
-    actor.nursery.start_soon(run_turn, actor, turn, runtime, "")
+    turn = c.Turn(trio.CancelScope(), None, "continue")
+    await ctx.live.begin_turn((Message(chat),), turn.turn_id, ctx.runtime_source)
+    ctx.start_turn(turn, partial(run_turn, ctx, turn, runtime, ""))
     return True
 
 
 @handles(c.CancelTurn)
-async def _cancel_turn(actor: SessionActor, _: c.CancelTurn) -> bool:
+async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
     """True when a turn of this actor was running and is now cancelled. An embedder's own
     stream (guarded) is not the actor's to cancel."""
     await trio.lowlevel.checkpoint()
-    if actor.turn is None:
+    if ctx.turn is None:
         return False
-    actor.turn.scope.cancel(reason="cancelled by a client")
+    ctx.turn.scope.cancel(reason="cancelled by a client")
     return True
 
 
 @handles(c.Steer)
-async def _steer(actor: SessionActor, cmd: c.Steer) -> None:
-    runtime = _require_runtime(actor)
+async def _steer(ctx: ActorContext, cmd: c.Steer) -> None:
+    runtime = _require_runtime(ctx)
     for message in cmd.messages:
         await runtime.steer(message)
 
 
 @handles(c.FollowUp)
-async def _follow_up(actor: SessionActor, cmd: c.FollowUp) -> c.FollowUpResult:
-    if actor.runtime is None and actor.injector is None:
+async def _follow_up(ctx: ActorContext, cmd: c.FollowUp) -> FollowUpResult:
+    if ctx.runtime is None and ctx.injector is None:
         raise SessionNotRunning()
     key = cmd.idempotency_key
-    if key and not actor.idempotency.reserve(key):
-        return c.FollowUpResult(streaming=False, duplicate=True)
+    if key and not ctx.idempotency.reserve(key):
+        return FollowUpResult(streaming=False, duplicate=True)
     if key:  # durable: a retry after a restart is still a duplicate
         try:
-            fresh = await actor.writer.reserve_key(actor.id, key)
+            fresh = await ctx.writer.reserve_key(ctx.id, key)
         except BaseException:
-            actor.idempotency.release(key)
+            ctx.idempotency.release(key)
             raise
         if not fresh:
-            return c.FollowUpResult(streaming=False, duplicate=True)
+            return FollowUpResult(streaming=False, duplicate=True)
     try:
-        if actor.injector is not None:
+        if ctx.injector is not None:
             for message in cmd.messages:
-                await actor.injector(message.content)
-            return c.FollowUpResult(streaming=True, duplicate=False)
-        assert actor.runtime is not None
+                await ctx.injector(message.content)
+            return FollowUpResult(streaming=True, duplicate=False)
+        runtime = _require_runtime(ctx)
         for message in cmd.messages:
-            await actor.runtime.follow_up(message)
+            await runtime.follow_up(message)
     except BaseException:
         if key:
-            actor.idempotency.release(key)
-            with trio.move_on_after(actor.config.store_write_grace, shield=True):
+            ctx.idempotency.release(key)
+            with trio.move_on_after(ctx.config.store_write_grace, shield=True):
                 try:
-                    await actor.writer.release_key(actor.id, key)
+                    await ctx.writer.release_key(ctx.id, key)
                 except GreenroomError:
-                    log.exception("session %s: could not release key %r", actor.id, key)
+                    log.exception("session %s: could not release key %r", ctx.id, key)
         raise
-    return c.FollowUpResult(streaming=actor.streaming, duplicate=False)
-
-
-_LEGACY_CONFIRMATIONS = {
-    "approve-session": "approve-autonomous",
-    "approve-safe": "approve-balanced",
-    "approve-safer": "approve-balanced",
-}
-CONFIRMATIONS = ("approve", "approve-balanced", "approve-autonomous", "approve-tool", "reject")
-
-
-def normalize_confirmation(value: str) -> str:
-    value = _LEGACY_CONFIRMATIONS.get(value, value)
-    if value not in CONFIRMATIONS:
-        raise InvalidRequest(
-            f"$.confirmation: expected one of {', '.join(CONFIRMATIONS)}, got {value!r}",
-            path="$.confirmation",
-        )
-    return value
+    return FollowUpResult(streaming=ctx.streaming, duplicate=False)
 
 
 @handles(c.Resume)
-async def _resume(actor: SessionActor, cmd: c.Resume) -> None:
-    runtime = _require_runtime(actor)
+async def _resume(ctx: ActorContext, cmd: c.Resume) -> None:
+    runtime = _require_runtime(ctx)
     request = cmd.request
-    session = actor.session
+    session = ctx.session
+    fields: dict[str, Any] = {}
     lasting = request.expires_in is None  # a grant with expires_in lives in the audit record
     if request.type == "approve-balanced":
-        session = attrs.evolve(session, safety_policy="balanced", tools_approved=False)
+        fields = {"safety_policy": "balanced", "tools_approved": False}
     elif request.type == "approve-autonomous" and lasting:
-        session = attrs.evolve(session, safety_policy="autonomous", tools_approved=True)
+        fields = {"safety_policy": "autonomous", "tools_approved": True}
     elif request.type == "approve-tool" and request.tool_name and lasting:
         perms = session.permissions or Permissions()
         if request.tool_name not in perms.allow:
             perms = attrs.evolve(perms, allow=(*perms.allow, request.tool_name))
-        session = attrs.evolve(session, permissions=perms)
-    if session is not actor.session:
-        actor.session = session
-        await actor.persist(shielded=True)
+        fields = {"permissions": perms}
+    if fields:
+        ctx.live.revise(**fields)
+        await ctx.live.persist(shielded=True)
     await runtime.resume(request)
 
 
 @handles(c.AnswerElicitation)
-async def _answer_elicitation(actor: SessionActor, cmd: c.AnswerElicitation) -> None:
-    runtime = _require_runtime(actor)
+async def _answer_elicitation(ctx: ActorContext, cmd: c.AnswerElicitation) -> None:
+    runtime = _require_runtime(ctx)
     await runtime.resume_elicitation(cmd.action, cmd.content, cmd.elicitation_id)
+
+
+@handles(c.Decide)
+async def _decide(ctx: ActorContext, cmd: c.Decide) -> PendingDecision:
+    if cmd.action == "rerun":
+        _require_idle(ctx)
+    return await decide(ctx, cmd)
 
 
 # --- history -----------------------------------------------------------------------------
 
 
 @handles(c.AddMessage)
-async def _add_message(actor: SessionActor, cmd: c.AddMessage) -> int:
-    _require_idle(actor)  # and no guard can be granted until this write is done
-    return (await actor.append_message(cmd.message)).id
+async def _add_message(ctx: ActorContext, cmd: c.AddMessage) -> int:
+    _require_idle(ctx)  # and no guard can be granted until this write is done
+    return (await ctx.live.append_message(cmd.message)).id
 
 
 _MESSAGE_ID = re.compile(r"-?[0-9]{1,18}")  # within the store's 64-bit ids
 
 
 @handles(c.UpdateMessage)
-async def _update_message(actor: SessionActor, cmd: c.UpdateMessage) -> None:
-    _require_idle(actor)
+async def _update_message(ctx: ActorContext, cmd: c.UpdateMessage) -> None:
+    _require_idle(ctx)
     if not _MESSAGE_ID.fullmatch(cmd.message_id):
         raise InvalidMessageId(f"invalid message ID: {cmd.message_id!r}", path="$.msg_id")
-    message_id = int(cmd.message_id)
-    await actor.store.update_message(actor.id, message_id, cmd.message)
-    stored = attrs.evolve(cmd.message, id=message_id)
-    items = tuple(
-        stored if isinstance(item, Message) and item.id == message_id else item
-        for item in actor.session.items
-    )
-    actor.session = attrs.evolve(actor.session, items=items)
+    await ctx.live.update_message(int(cmd.message_id), cmd.message)
 
 
 @handles(c.AddSummary)
-async def _add_summary(actor: SessionActor, cmd: c.AddSummary) -> None:
-    await actor.store.add_summary(actor.id, cmd.summary)
-    actor.session = actor.session.with_item(cmd.summary)
+async def _add_summary(ctx: ActorContext, cmd: c.AddSummary) -> None:
+    await ctx.live.add_summary(cmd.summary)
 
 
 # --- metadata ----------------------------------------------------------------------------
 
 
 @handles(c.SetTitle)
-async def _set_title(actor: SessionActor, cmd: c.SetTitle) -> None:
-    await actor.update(partial(actor.store.update_title, actor.id, cmd.title), title=cmd.title)
+async def _set_title(ctx: ActorContext, cmd: c.SetTitle) -> None:
+    await ctx.live.update(partial(ctx.store.update_title, ctx.id, cmd.title), title=cmd.title)
 
 
 @handles(c.SetPermissions)
-async def _set_permissions(actor: SessionActor, cmd: c.SetPermissions) -> None:
-    write = partial(actor.store.update_permissions, actor.id, cmd.permissions)
-    await actor.update(write, permissions=cmd.permissions)
+async def _set_permissions(ctx: ActorContext, cmd: c.SetPermissions) -> None:
+    write = partial(ctx.store.update_permissions, ctx.id, cmd.permissions)
+    await ctx.live.update(write, permissions=cmd.permissions)
 
 
 @handles(c.SetTokens)
-async def _set_tokens(actor: SessionActor, cmd: c.SetTokens) -> None:
-    cost = actor.session.cost if cmd.cost is None else cmd.cost
-    write = partial(actor.store.update_tokens, actor.id, cmd.input_tokens, cmd.output_tokens, cost)
-    await actor.update(
+async def _set_tokens(ctx: ActorContext, cmd: c.SetTokens) -> None:
+    cost = ctx.session.cost if cmd.cost is None else cmd.cost
+    write = partial(ctx.store.update_tokens, ctx.id, cmd.input_tokens, cmd.output_tokens, cost)
+    await ctx.live.update(
         write, input_tokens=cmd.input_tokens, output_tokens=cmd.output_tokens, cost=cost
     )
 
 
 @handles(c.SetStarred)
-async def _set_starred(actor: SessionActor, cmd: c.SetStarred) -> None:
-    await actor.update(partial(actor.store.set_starred, actor.id, cmd.starred), starred=cmd.starred)
+async def _set_starred(ctx: ActorContext, cmd: c.SetStarred) -> None:
+    await ctx.live.update(partial(ctx.store.set_starred, ctx.id, cmd.starred), starred=cmd.starred)
 
 
 SAFETY_POLICIES = {
@@ -441,81 +389,59 @@ SAFETY_POLICIES = {
 
 
 @handles(c.SetSafetyPolicy)
-async def _set_safety_policy(actor: SessionActor, cmd: c.SetSafetyPolicy) -> None:
+async def _set_safety_policy(ctx: ActorContext, cmd: c.SetSafetyPolicy) -> None:
     if cmd.policy not in SAFETY_POLICIES:
         raise InvalidRequest(
             f"$.safety_policy: unknown safety policy {cmd.policy!r}", path="$.safety_policy"
         )
     policy = SAFETY_POLICIES[cmd.policy]
-    await actor.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
+    await ctx.live.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
 
 
 @handles(c.ToggleThinking)
-async def _toggle_thinking(actor: SessionActor, _: c.ToggleThinking) -> None:
-    await actor.update(None, thinking=not actor.session.thinking)
+async def _toggle_thinking(ctx: ActorContext, _: c.ToggleThinking) -> None:
+    await ctx.live.update(None, thinking=not ctx.session.thinking)
 
 
 @handles(c.ToggleToolApproval)
-async def _toggle_tool_approval(actor: SessionActor, _: c.ToggleToolApproval) -> None:
-    approved = not actor.session.tools_approved
-    await actor.update(
-        None, tools_approved=approved, safety_policy="autonomous" if approved else ""
-    )
+async def _toggle_tool_approval(ctx: ActorContext, _: c.ToggleToolApproval) -> None:
+    approved = not ctx.session.tools_approved
+    policy = "autonomous" if approved else ""
+    await ctx.live.update(None, tools_approved=approved, safety_policy=policy)
 
 
 @handles(c.SetModel)
-async def _set_model(actor: SessionActor, cmd: c.SetModel) -> None:
-    runtime = _require_runtime(actor)
+async def _set_model(ctx: ActorContext, cmd: c.SetModel) -> None:
+    runtime = _require_runtime(ctx)
     if not runtime.supports_model_switching():
         raise ModelSwitchingNotSupported()
     await runtime.set_agent_model(cmd.agent, cmd.ref)
-    overrides = dict(actor.session.agent_model_overrides)
+    overrides = dict(ctx.session.agent_model_overrides)
     if cmd.ref:
         overrides[cmd.agent] = cmd.ref
     else:
         overrides.pop(cmd.agent, None)
-    await actor.update(None, agent_model_overrides=overrides)
-
-
-# --- recovery ----------------------------------------------------------------------------
-
-
-@handles(c.GetPendingDecisions)
-async def _pending_decisions(actor: SessionActor, _: c.GetPendingDecisions) -> list[Any]:
-    await trio.lowlevel.checkpoint()
-    return sorted(actor.in_doubt.values(), key=lambda call: call.started_seq)
-
-
-@handles(c.Decide)
-async def _decide(actor: SessionActor, cmd: c.Decide) -> c.PendingDecision:
-    if cmd.action == "rerun":
-        _require_idle(actor)
-    return await decide(actor, cmd, _ensure_runtime)
+    await ctx.live.update(None, agent_model_overrides=overrides)
 
 
 # --- embedders ---------------------------------------------------------------------------
 
 
 @handles(c.AttachRuntime)
-async def _attach(actor: SessionActor, cmd: c.AttachRuntime) -> None:
-    actor.runtime = cmd.runtime
-    actor.attached_done = cmd.done
-    actor.title_generator = None
-    if supports_recall(cmd.runtime):
-        cmd.runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
-    actor.registry.mark_ready()
+async def _attach(ctx: ActorContext, cmd: c.AttachRuntime) -> None:
+    ctx.attach(cmd.runtime, cmd.done)
     await trio.lowlevel.checkpoint()
 
 
 @handles(c.AcquireGuard)
-async def _acquire_guard(actor: SessionActor, cmd: c.AcquireGuard) -> None:
-    actor.acquire_guard(cmd.ticket)
+async def _acquire_guard(ctx: ActorContext, cmd: c.AcquireGuard) -> None:
+    ctx.acquire_guard(cmd.ticket)
     await trio.lowlevel.checkpoint()
 
 
 @handles(c.RegisterInjector)
-async def _register_injector(actor: SessionActor, cmd: c.RegisterInjector) -> None:
-    actor.injector = cmd.injector
+async def _register_injector(ctx: ActorContext, cmd: c.RegisterInjector) -> None:
+    ctx.set_injector(cmd.injector)
     await trio.lowlevel.checkpoint()
 
 
@@ -523,30 +449,12 @@ async def _register_injector(actor: SessionActor, cmd: c.RegisterInjector) -> No
 
 
 @handles(c.Delete)
-async def _delete(actor: SessionActor, _: c.Delete) -> None:
-    actor.deleted = True  # from here on the actor writes nothing: no resurrection
-    exited = actor.registry.drop_log(actor.id)  # tombstone: no sink or source brings a log back
-    if actor.turn is not None:  # its run stream ends with session_exited too, after the rest
-        actor.turn.terminal = exited or LogEntry.of(0, SessionExited("session ended"))
-    if actor.runtime is not None:
-        if actor.attached_done is not None:
-            actor.attached_done.set()  # the embedder's stream is its own: it ends it
-        else:
-            actor.runtime.on_elicitation_request(None)
-    if actor.runtime_scope is not None:
-        actor.runtime_scope.cancel(reason="session deleted")  # a build, MCP servers, tasks
-    actor.fail_parked(SessionNotFound(actor.id))
-    if actor.turn is not None:
-        actor.turn.cancel("session deleted")
-    if actor.title_scope is not None:
-        actor.title_scope.cancel(reason="session deleted")
-    actor.injector = None
-    await actor.store.delete_session(actor.id)
+async def _delete(ctx: ActorContext, _: c.Delete) -> None:
+    ctx.mark_deleted()
+    await ctx.store.delete_session(ctx.id)
 
 
 @handles(c.Stop)
-async def _stop(actor: SessionActor, _: c.Stop) -> None:
-    actor.stopping = True
-    if actor.turn is not None:
-        actor.turn.cancel("server shutting down")
-    await actor.persist(shielded=True)
+async def _stop(ctx: ActorContext, _: c.Stop) -> None:
+    ctx.mark_stopping()
+    await ctx.live.persist(shielded=True)

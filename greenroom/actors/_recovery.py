@@ -48,7 +48,7 @@ from greenroom.persistence import (
     TurnRecord,
 )
 
-from ._eventlog import LogEntry
+from ._entries import LogEntry
 
 log = logging.getLogger(__name__)
 

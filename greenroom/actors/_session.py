@@ -1,133 +1,207 @@
 """The session actor: one trio task that owns one live session.
 
-It owns the live :class:`Session`, the runtime, the stream state (idle / running a turn /
-guarded by an embedder), the title task, the follow-up injector and idempotency keys. Commands
-arrive on a bounded mailbox and run one at a time; a command that checks state and then awaits
-(a store write, a runtime call) finishes before the next one starts, so no check-then-act can
-interleave. Child tasks (the turn, the title) report back through the synchronous methods at the
-bottom of this class, which trio runs atomically.
+It owns the live session (:class:`~._live.LiveSession`), the runtime, the stream state (idle /
+running a turn / guarded by an embedder), the title task, the follow-up injector and the
+idempotency keys. Commands arrive on a bounded mailbox and run one at a time; a command that
+checks state and then awaits (a store write, a runtime call) finishes before the next one
+starts, so no check-then-act can interleave.
+
+Only this module writes the actor's state, which is grouped in a few records (runtime, title,
+lifecycle, stream). Handlers, the turn and title tasks, the build task and decisions see the
+actor as an :class:`~._context.ActorContext`: they read it and call its intent methods, which
+are synchronous (atomic in trio) unless they say otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, cast
 
-import attrs
 import outcome
 import trio
 
-from greenroom.agents import Runtime, TitleGenerator
-from greenroom.domain import (
-    Approval,
-    ErrorItem,
-    Event,
-    Message,
-    Session,
-    SessionTitle,
-    SubSession,
-    utcnow,
-    visible_messages,
-)
-from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
-from greenroom.persistence import (
-    Lease,
-    ToolCallIntent,
-    ToolCallRecord,
-    TurnEnd,
-    TurnMark,
-    TurnStart,
-    TurnState,
-)
+from greenroom.agents import BuiltRuntime, Runtime, RuntimeFactory, TitleGenerator, supports_recall
+from greenroom.domain import Event, Session, SessionExited, visible_messages
+from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
+from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
-from . import _handlers
-from ._build import NeedsRuntime, build_runtime
-from ._commands import GuardTicket, discard_reply
-from ._eventlog import EventLog, LogEntry
+from ._build import build_runtime
+from ._commands import Call, MailboxClosed, NeedsRuntime, Request, Turn, send_call
+from ._context import ActorHost
+from ._entries import LogEntry
+from ._eventlog import EventLog
+from ._handlers import TABLE
 from ._idempotency import IdempotencyCache
-from ._turn import Turn
-
-if TYPE_CHECKING:
-    from ._commands import FollowUpInjector
-    from ._registry import Registry
+from ._live import LiveSession
+from ._results import FollowUpInjector, GuardTicket, SessionStatistics, StreamState, discard_reply
+from ._state import Lifecycle, RuntimeSlot, StreamSlot, TitleSlot
 
 log = logging.getLogger(__name__)
 
-MAX_APPROVALS = 1000
-"""Approval records kept per session; the oldest are dropped first."""
-
-
-class StreamState(enum.Enum):
-    IDLE = "idle"
-    RUNNING = "running"  # a turn task of this actor
-    GUARDED = "guarded"  # an embedder holds the guard of its attached runtime
-
-
-@attrs.frozen
-class Call:
-    """A command with a one-slot reply channel (the actor never blocks on a reply)."""
-
-    request: Any
-    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+R = TypeVar("R")
 
 
 class SessionActor:
-    """One live session: see the module docstring."""
+    """One live session (see the module docstring): ``run`` it in a nursery, then send it
+    :class:`~._commands.Call`s through ``mailbox``; closing the mailbox retires it."""
+
+    __slots__ = (
+        "__weakref__",
+        "_host",
+        "_in_doubt",
+        "_inbox",
+        "_injector",
+        "_life",
+        "_nursery",
+        "_persistence",
+        "_runtime",
+        "_stream",
+        "_title",
+        "config",
+        "exited",
+        "id",
+        "idempotency",
+        "live",
+        "mailbox",
+    )
 
     def __init__(
-        self, registry: Registry, session: Session, in_doubt: list[ToolCallRecord] | None = None
+        self, host: ActorHost, session: Session, in_doubt: list[ToolCallRecord] | None = None
     ) -> None:
         self.id = session.id
-        self.session = session
-        self.registry = registry
-        self.store = registry.store
-        self.writer = registry.persistence.writer
-        self.config = registry.config
-        self.runtime: Runtime | None = None
-        self.runtime_source = ""  # the agent source and agent the runtime was built from
-        self.runtime_agent = ""
+        self._host = host
+        persistence = host.persistence
+        self._persistence = persistence
+        self.config = host.config
+        self.live = LiveSession(
+            session,
+            persistence.store,
+            persistence.writer,
+            self,
+            write_grace=self.config.store_write_grace,
+            close_grace=self.config.shutdown_grace,
+        )
         # Tool calls of an interrupted turn that a person must decide before the next run.
-        self.in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
-        # Building a runtime (and starting its MCP servers) runs in a child task, so the
-        # mailbox keeps serving; runs that need the runtime wait here until it is installed.
-        self.building = False
-        self.parked: list[Call] = []
-        self.runtime_scope: trio.CancelScope | None = None  # the build task, then the services
-        self.attached_done: trio.Event | None = None  # set on delete: the attach context ended
-        self.title_generator: TitleGenerator | None = None
-        self.state = StreamState.IDLE
-        self.turn: Turn | None = None
-        self.title_scope: trio.CancelScope | None = None
-        self.title_requested = False  # a title was asked of a model (asked once per actor)
-        # A list, not a deque: it is nearly always empty, and an empty deque costs ~700 bytes.
-        self.guard_queue: list[GuardTicket] = []
-        self.injector: FollowUpInjector | None = None
+        self._in_doubt = {call.tool_call_id: call for call in in_doubt or ()}
+        self._runtime = RuntimeSlot()
+        self._title = TitleSlot()
+        self._life = Lifecycle(last_active=trio.current_time())
+        self._stream = StreamSlot()
+        self._stream.guard_free.set()
+        self._injector: FollowUpInjector | None = None
         self.idempotency = IdempotencyCache()
-        self.deleted = False
-        self.stopping = False
-        self.lost = False  # lose(): the registry forgot this actor; its late events are dropped
         self.exited = trio.Event()  # set by the registry once this actor's task has ended
-        self.nursery: trio.Nursery | None = None
+        self._nursery: trio.Nursery | None = None
         # The registry holds the only send end; closing it retires the actor.
         self.mailbox, self._inbox = trio.open_memory_channel[Call](self.config.mailbox_size)
-        self._handlers: dict[type[Any], Callable[[SessionActor, Any], Awaitable[Any]]] = (
-            _handlers.TABLE
-        )
-        self._guard_free = trio.Event()
-        self._guard_free.set()
-        self._turn_ended = trio.Event()
-        self._last_active = trio.current_time()
+
+    # --- what the context reads ----------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self._persistence.store
+
+    @property
+    def writer(self) -> Writer:
+        return self._persistence.writer
+
+    @property
+    def events(self) -> EventReader:
+        return self._persistence.events
+
+    @property
+    def factory(self) -> RuntimeFactory:
+        return self._host.factory
+
+    @property
+    def session(self) -> Session:
+        return self.live.session
+
+    @property
+    def runtime(self) -> Runtime | None:
+        return self._runtime.runtime
+
+    @property
+    def runtime_source(self) -> str:
+        return self._runtime.source
+
+    @property
+    def title_generator(self) -> TitleGenerator | None:
+        return self._runtime.title_generator
+
+    @property
+    def title_due(self) -> bool:
+        return self._title.scope is None and not self._title.requested
+
+    @property
+    def building(self) -> bool:
+        return self._runtime.building
 
     @property
     def attached(self) -> bool:
-        return self.attached_done is not None
+        return self._runtime.attached_done is not None
+
+    @property
+    def state(self) -> StreamState:
+        return self._stream.state
 
     @property
     def streaming(self) -> bool:
-        return self.state is not StreamState.IDLE
+        return self._stream.state is not StreamState.IDLE
+
+    @property
+    def turn(self) -> Turn | None:
+        return self._stream.turn
+
+    @property
+    def deleted(self) -> bool:
+        return self._life.deleted
+
+    @property
+    def lost(self) -> bool:
+        return self._life.lost
+
+    @property
+    def in_doubt(self) -> Mapping[str, ToolCallRecord]:
+        return self._in_doubt
+
+    @property
+    def injector(self) -> FollowUpInjector | None:
+        return self._injector
+
+    @property
+    def log(self) -> EventLog | None:
+        if self._life.lost:  # never a new log (and claim) for an actor the registry forgot
+            return None
+        return self._host.logs.ensure(self.id)
+
+    @property
+    def lease(self) -> Lease:
+        return self.live.lease
+
+    def agent_name(self) -> str:
+        runtime = self._runtime.runtime
+        return runtime.current_agent().name if runtime is not None else ""
+
+    def num_messages(self) -> int:
+        return sum(1 for _ in visible_messages(self.session.items))
+
+    def statistics(self) -> SessionStatistics:
+        logs = self._host.logs
+        turn = self._stream.turn
+        return SessionStatistics(
+            live=True,
+            state=self._stream.state,
+            building=self._runtime.building,
+            run_stream_open=turn is not None and turn.streamed,
+            mailbox_used=self._inbox.statistics().current_buffer_used,
+            mailbox_peak=self._stream.mailbox_peak,
+            has_log=logs.has_log(self.id),
+            subscribers=logs.subscriber_count(self.id),
+            last_seq=logs.last_seq(self.id),
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -135,7 +209,7 @@ class SessionActor:
         self, *, task_status: trio.TaskStatus[SessionActor] = trio.TASK_STATUS_IGNORED
     ) -> None:
         async with trio.open_nursery() as nursery:
-            self.nursery = nursery
+            self._nursery = nursery
             task_status.started(self)
             async with self._inbox:
                 try:
@@ -145,21 +219,23 @@ class SessionActor:
                     self.fail_parked(SessionNotFound(self.id) if self.deleted else SessionGone())
             if self.deleted:
                 # Stopped means: the cancelled turn finished and the embedder let go.
-                await self._guard_free.wait()
-            elif self.turn is not None:
+                await self._stream.guard_free.wait()
+            elif self._stream.turn is not None:
                 # Shutting down: the cancelled turn gets a moment to persist what it did.
                 with trio.move_on_after(self.config.shutdown_grace):
-                    await self._turn_ended.wait()
+                    await self._stream.turn_ended.wait()
             nursery.cancel_scope.cancel(reason=f"session actor {self.id} stopped")
-        if self.runtime is not None and not self.attached:
+        runtime = self._runtime.runtime
+        if runtime is not None and not self.attached:
             with trio.move_on_after(self.config.shutdown_grace, shield=True):
                 if not self.deleted:  # the delete already cleared it, exactly once
-                    self.runtime.on_elicitation_request(None)
-                await self.runtime.aclose()
+                    runtime.on_elicitation_request(None)
+                await runtime.aclose()
 
     async def _serve(self) -> None:
-        while not (self.deleted or self.stopping):
-            with trio.move_on_at(self._last_active + self.config.idle_timeout) as idle:
+        life, stream = self._life, self._stream
+        while not (life.deleted or life.stopping):
+            with trio.move_on_at(life.last_active + self.config.idle_timeout) as idle:
                 try:
                     call = await self._inbox.receive()
                 except trio.EndOfChannel:  # lost: the registry closed the mailbox
@@ -167,27 +243,31 @@ class SessionActor:
             if idle.cancelled_caught:
                 if self._try_retire():
                     return
-                self._last_active = trio.current_time()  # busy: look again an idle period later
+                life.last_active = trio.current_time()  # busy: look again an idle period later
                 continue
+            waiting = self._inbox.statistics().current_buffer_used + 1
+            if waiting > stream.mailbox_peak:
+                stream.mailbox_peak = waiting
             await self._dispatch(call)
-            self._last_active = trio.current_time()
+            life.last_active = trio.current_time()
 
     def _busy_otherwise(self) -> bool:
+        runtime = self._runtime.runtime
         return (
             self.streaming
-            or self.building
-            or bool(getattr(self.runtime, "busy", False))  # background agent tasks
+            or self._runtime.building
+            or bool(getattr(runtime, "busy", False))  # background agent tasks
             or self.attached
-            or self.injector is not None
-            or self.title_scope is not None
-            or self.registry.log_pinned(self.id)
+            or self._injector is not None
+            or self._title.scope is not None
+            or self._host.logs.pinned(self.id)
         )
 
     def _try_retire(self) -> bool:
         # Synchronous: no sender can slip a command in between the check and the close.
         if self._busy_otherwise() or self._inbox.statistics().current_buffer_used:
             return False
-        self.registry.retire(self)
+        self._host.retire(self.id, self)
         self.mailbox.close()
         return True
 
@@ -204,7 +284,7 @@ class SessionActor:
                         call.reply.send_nowait(outcome.Error(error))
 
     async def _dispatch(self, call: Call) -> None:
-        handler = self._handlers[type(call.request)]
+        handler = TABLE[type(call.request)]
         result: outcome.Outcome[Any]
         try:
             result = outcome.Value(await handler(self, call.request))
@@ -224,258 +304,168 @@ class SessionActor:
                 discard_reply(result)
 
     def _park(self, call: Call, source: str, agent_name: str) -> None:
-        self.parked.append(call)
-        if not self.building:
-            self.building = True
-            assert self.nursery is not None
-            self.nursery.start_soon(build_runtime, self, source, agent_name)
+        slot = self._runtime
+        slot.parked.append(call)
+        if not slot.building:
+            slot.building = True
+            scope = slot.scope = trio.CancelScope()
+            assert self._nursery is not None
+            self._nursery.start_soon(build_runtime, self, scope, source, agent_name)
 
-    def fail_parked(self, error: GreenroomError) -> None:
-        """Answer every run waiting for the runtime with ``error`` (the build failed, or the
-        session is gone)."""
-        self.building = False
-        parked, self.parked = self.parked, []
+    async def call_self(self, request: Request[R]) -> R:
+        try:
+            result = await send_call(self.mailbox, request)
+        except MailboxClosed:
+            raise SessionGone() from None
+        except trio.EndOfChannel:
+            raise (SessionNotFound(self.id) if self.deleted else SessionGone()) from None
+        return cast(R, result.unwrap())
+
+    # --- intents: the runtime --------------------------------------------------------------
+
+    def install_runtime(self, built: BuiltRuntime, source: str, agent_name: str) -> None:
+        slot = self._runtime
+        slot.runtime, slot.source, slot.agent = built.runtime, source, agent_name
+        slot.title_generator = built.title_generator
+        built.runtime.on_elicitation_request(self._host.elicitation_sink(self.id))
+        if supports_recall(built.runtime):
+            built.runtime.set_recall_handler(self._host.recall_handler(self.id))  # type: ignore[attr-defined]
+        self._host.mark_ready()
+
+    def attach(self, runtime: Runtime, done: trio.Event) -> None:
+        slot = self._runtime
+        slot.runtime, slot.attached_done, slot.title_generator = runtime, done, None
+        if supports_recall(runtime):
+            runtime.set_recall_handler(self._host.recall_handler(self.id))  # type: ignore[attr-defined]
+        self._host.mark_ready()
+
+    def fail_parked(self, error: Exception) -> None:
+        self._runtime.building = False
+        parked, self._runtime.parked = self._runtime.parked, []
         for call in parked:
             with call.reply, contextlib.suppress(trio.BrokenResourceError):
                 call.reply.send_nowait(outcome.Error(error))
 
-    def take_parked(self) -> list[Call]:
-        self.building = False
-        parked, self.parked = self.parked, []
-        return parked
-
-    async def redispatch(self, calls: list[Call]) -> None:
-        for call in calls:
+    async def resume_parked(self) -> None:
+        self._runtime.building = False
+        parked, self._runtime.parked = self._runtime.parked, []
+        for call in parked:
             await self._dispatch(call)
 
-    # --- shared steps (awaited inside one command or by the turn task) ---------------------
+    def build_ended(self, scope: trio.CancelScope) -> None:
+        if self._runtime.scope is scope:
+            self._runtime.scope = None
 
-    async def persist(self, *, shielded: bool = False) -> None:
-        """Write the session's metadata; never for a deleted session (no resurrection)."""
-        if self.deleted:
-            return
-        if not shielded:
-            await self.store.update_session(self.session)
-            return
-        with trio.move_on_after(self.config.shutdown_grace, shield=True):
+    def set_injector(self, injector: FollowUpInjector | None) -> None:
+        self._injector = injector
+
+    # --- intents: turns, titles, guards -----------------------------------------------------
+
+    def start_turn(self, turn: Turn, body: Callable[[], Awaitable[None]]) -> None:
+        stream = self._stream
+        stream.state = StreamState.RUNNING
+        stream.turn = turn
+        stream.turn_ended = trio.Event()
+        self._host.logs.between_turns(self.id, False)
+        assert self._nursery is not None
+        self._nursery.start_soon(body)
+
+    async def wait_turn_over(self) -> None:
+        """Until this session runs no turn."""
+        while self._stream.turn is not None:
+            await self._stream.turn_ended.wait()
+
+    def end_turn(self, turn: Turn) -> None:
+        stream = self._stream
+        if stream.turn is turn:
+            stream.turn = None
+            stream.state = StreamState.IDLE
+            stream.turn_ended.set()
+            self._life.last_active = trio.current_time()
+            self._grant_guard()
+        if turn.send is not None:
+            turn.send.close()
+        self._host.logs.between_turns(self.id, True)
+
+    def start_title(self, body: Callable[[], Awaitable[None]]) -> None:
+        scope = self._title.scope = trio.CancelScope()
+
+        async def title_task() -> None:
             try:
-                await self.store.update_session(self.session)
-            except GreenroomError:
-                log.exception("persisting session %s failed", self.id)
+                with scope:
+                    await body()
+            finally:
+                self._title.scope = None
 
-    async def update(self, write: Callable[[], Awaitable[None]] | None, **fields: Any) -> None:
-        """Set ``fields`` on the live session, then await ``write`` (None: write the session's
-        metadata). If the store refuses it, the fields this call set are put back (those a
-        child task changed meanwhile stay), so the live session never holds what the store
-        refused; the error goes to the caller and the actor keeps serving."""
-        before = {name: getattr(self.session, name) for name in fields}
-        self.session = attrs.evolve(self.session, **fields)
-        try:
-            await (self.persist() if write is None else write())
-        except GreenroomError:
-            kept = {n: v for n, v in before.items() if getattr(self.session, n) == fields[n]}
-            self.session = attrs.evolve(self.session, **kept)
-            raise
+        assert self._nursery is not None
+        self._nursery.start_soon(title_task)
 
-    @property
-    def log(self) -> EventLog | None:
-        if self.lost:  # never a new log (and claim) for an actor the registry has forgotten
-            return None
-        return self.registry.ensure_log(self.id)
+    def on_title_asked(self) -> None:
+        self._title.requested = True
 
-    @property
-    def lease(self) -> Lease:
-        if self.lost:
-            raise SessionGone()
-        log_ = self.log
-        if log_ is None or log_.lease is None:
-            raise SessionNotFound(self.id)
-        return log_.lease
+    def decided(self, tool_call_id: str) -> None:
+        self._in_doubt.pop(tool_call_id, None)
 
-    async def append_message(self, message: Message, turn_id: str = "") -> Message:
-        """Store ``message`` and add it to the live history. Within a turn (``turn_id``) the
-        turn's record learns that its streamed text so far is stored, and a tool result
-        finishes its call's record, in the same transaction."""
-        if self.deleted:
-            raise SessionNotFound(self.id)
-        # Shielded: the store keeps a write whose caller was cancelled (as SQLite does), so the
-        # live copy must take it too or the two histories part. Bounded: a store that does not
-        # answer in time fails the write instead of holding the turn forever.
-        message_id = None
-        with trio.move_on_after(self.config.store_write_grace, shield=True):
-            if turn_id:
-                log_ = self.log
-                mark = TurnMark(turn_id, log_.last_seq if log_ is not None else 0)
-                message_id = await self.writer.add_turn_message(self.id, message, mark)
+    def _grant_guard(self) -> None:
+        stream = self._stream
+        while stream.state is StreamState.IDLE and stream.guard_queue:
+            ticket = stream.guard_queue.pop(0)
+            if not ticket.abandoned:
+                stream.state = StreamState.GUARDED
+                stream.guard_free = trio.Event()
+                ticket.granted.set()
+
+    def acquire_guard(self, ticket: GuardTicket) -> None:
+        self._stream.guard_queue.append(ticket)
+        self._grant_guard()
+
+    def release_guard(self) -> None:
+        if self._stream.state is StreamState.GUARDED:
+            self._stream.state = StreamState.IDLE
+            self._stream.guard_free.set()
+            self._grant_guard()
+
+    # --- intents: endings ------------------------------------------------------------------
+
+    def mark_deleted(self) -> None:
+        self._life.deleted = True  # from here on the actor writes nothing: no resurrection
+        exited = self._host.logs.drop(self.id)  # tombstone: no sink or source brings it back
+        turn, slot = self._stream.turn, self._runtime
+        if turn is not None:  # its run stream ends with session_exited too, after the rest
+            turn.terminal = exited or LogEntry.of(0, SessionExited("session ended"))
+        if slot.runtime is not None:
+            if slot.attached_done is not None:
+                slot.attached_done.set()  # the embedder's stream is its own: it ends it
             else:
-                message_id = await self.store.add_message(self.id, message)
-        if message_id is None:
-            raise StoreError(f"the store did not confirm a message of session {self.id} in time")
-        stored = attrs.evolve(message, id=message_id)
-        self.session = self.session.with_item(stored)
-        return stored
+                slot.runtime.on_elicitation_request(None)
+        if slot.scope is not None:
+            slot.scope.cancel(reason="session deleted")  # a build, MCP servers, tasks
+        self.fail_parked(SessionNotFound(self.id))
+        if turn is not None:
+            turn.cancel("session deleted")
+        if self._title.scope is not None:
+            self._title.scope.cancel(reason="session deleted")
+        self._injector = None
 
-    async def record_approval(self, approval: Approval) -> None:
-        """Audit ``approval`` on the session (the newest MAX_APPROVALS are kept) and persist."""
-        kept = (*self.session.approvals, approval)[-MAX_APPROVALS:]
-        self.session = attrs.evolve(self.session, approvals=kept)
-        await self.persist(shielded=True)
-
-    async def append_sub_session(self, sub_session: Session) -> None:
-        """Add a finished sub-session to the history (shielded and bounded as a message)."""
-        if self.deleted:
-            raise SessionNotFound(self.id)
-        with trio.move_on_after(self.config.store_write_grace, shield=True) as scope:
-            await self.store.add_sub_session(self.id, sub_session)
-        if scope.cancelled_caught:
-            raise StoreError(f"the store did not confirm a sub-session of session {self.id}")
-        self.session = self.session.with_item(SubSession(sub_session))
-
-    async def append_error(self, error: ErrorItem) -> None:
-        if self.deleted:
-            raise SessionNotFound(self.id)
-        with trio.move_on_after(self.config.store_write_grace, shield=True) as scope:
-            await self.store.add_error(self.id, error)  # shielded and bounded as above
-        if scope.cancelled_caught:
-            raise StoreError(f"the store did not confirm an error of session {self.id} in time")
-        self.session = self.session.with_item(error)
-
-    async def add_turn_messages(
-        self, messages: tuple[Message, ...], turn: Turn, source: str
-    ) -> tuple[Message, ...]:
-        """Store a turn's user messages together with its ``running`` record (one commit, the
-        durability point before the model is called), and add them to the live history."""
-        if self.deleted:
-            raise SessionNotFound(self.id)
-        log_ = self.log
-        start = TurnStart(
-            turn.turn_id,
-            self.id,
-            (log_.last_seq if log_ is not None else 0) + 1,
-            utcnow(),
-            source,
-            self.agent_name(),
-        )
-        ids = None
-        with trio.move_on_after(self.config.store_write_grace, shield=True):  # as above
-            ids = await self.writer.begin_turn(self.lease, start, messages)
-        if ids is None:
-            raise StoreError(f"the store did not confirm a turn of session {self.id} in time")
-        stored = tuple(attrs.evolve(m, id=i) for m, i in zip(messages, ids, strict=True))
-        for message in stored:
-            self.session = self.session.with_item(message)
-        return stored
-
-    async def end_turn_record(self, turn: Turn, state: TurnState, reason: str = "") -> None:
-        """Record how the turn ended (shielded and bounded: a cancelled turn records it too).
-        A lost actor records nothing: the session's next owner repairs the turn."""
-        if self.deleted or self.lost:
-            return
-        log_ = self.log
-        end = TurnEnd(turn.turn_id, self.id, state, log_.last_seq if log_ else 0, reason)
-        with trio.move_on_after(self.config.shutdown_grace, shield=True):
-            try:
-                await self.writer.end_turn(self.lease, end)
-            except GreenroomError:
-                log.exception("recording the end of a turn of session %s failed", self.id)
-
-    async def begin_tool_call(self, intent: ToolCallIntent) -> None:
-        """The durability point before a tool runs: its intent is committed."""
-        if self.deleted:
-            raise SessionNotFound(self.id)
-        await self.writer.begin_tool_call(self.lease, intent)
-
-    # --- synchronous reports (atomic in trio) ----------------------------------------------
+    def mark_stopping(self) -> None:
+        self._life.stopping = True
+        if self._stream.turn is not None:
+            self._stream.turn.cancel("server shutting down")
 
     def lose(self, reason: str = "event log lost") -> None:
         """The session's log could not be written, or the node was fenced: stop serving it at
         once (the registry has forgotten this actor; the next request claims it afresh). What
         its cancelled turn still reports is dropped: the session is not this actor's any more,
         and a late event must not claim it again (say, after the node rejoined)."""
-        self.stopping = True
-        self.lost = True
-        if self.turn is not None:
-            self.turn.cancel(reason)
-        if self.title_scope is not None:
-            self.title_scope.cancel(reason=reason)
+        self._life.stopping = True
+        self._life.lost = True
+        if self._stream.turn is not None:
+            self._stream.turn.cancel(reason)
+        if self._title.scope is not None:
+            self._title.scope.cancel(reason=reason)
         self.mailbox.close()
 
     def log_event(self, event: Event) -> LogEntry | None:
-        if self.lost:
+        if self._life.lost:
             return None
-        return self.registry.append_event(self.id, event)
-
-    def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
-        s = self.session
-        self.session = attrs.evolve(
-            s,
-            input_tokens=s.input_tokens + input_tokens,
-            output_tokens=s.output_tokens + output_tokens,
-            cost=s.cost + cost,
-        )
-
-    def set_title_now(self, title: str) -> LogEntry | None:
-        self.session = attrs.evolve(self.session, title=title)
-        return self.log_event(SessionTitle(self.id, title))
-
-    def start_turn(self, turn: Turn) -> None:
-        self.state = StreamState.RUNNING
-        self.turn = turn
-        self._turn_ended = trio.Event()
-        self.registry.log_between_turns(self.id, False)
-
-    async def wait_turn_over(self) -> None:
-        """Until this session runs no turn."""
-        while self.turn is not None:
-            await self._turn_ended.wait()
-
-    def end_turn(self, turn: Turn) -> None:
-        """Idle again *before* the stream closes: a client that drains it can run again."""
-        if self.turn is turn:
-            self.turn = None
-            self.state = StreamState.IDLE
-            self._turn_ended.set()
-            self._last_active = trio.current_time()
-            self._grant_guard()
-        if turn.send is not None:
-            turn.send.close()
-        self.registry.log_between_turns(self.id, True)
-
-    def replace_placeholder(self, message_id: int, message: Message) -> None:
-        """A decided tool call's result takes the place of its placeholder in the live history
-        (or, if the placeholder was edited away, comes last, as the store does)."""
-        stored = attrs.evolve(message, id=message_id)
-        items = tuple(
-            stored if isinstance(item, Message) and item.id == message_id else item
-            for item in self.session.items
-        )
-        if stored not in items:
-            items = (*items, message)
-        self.session = attrs.evolve(self.session, items=items)
-
-    def title_done(self) -> None:
-        self.title_scope = None
-
-    def _grant_guard(self) -> None:
-        while self.state is StreamState.IDLE and self.guard_queue:
-            ticket = self.guard_queue.pop(0)
-            if not ticket.abandoned:
-                self.state = StreamState.GUARDED
-                self._guard_free = trio.Event()
-                ticket.granted.set()
-
-    def acquire_guard(self, ticket: GuardTicket) -> None:
-        self.guard_queue.append(ticket)
-        self._grant_guard()
-
-    def release_guard(self) -> None:
-        if self.state is StreamState.GUARDED:
-            self.state = StreamState.IDLE
-            self._guard_free.set()
-            self._grant_guard()
-
-    def num_messages(self) -> int:
-        return sum(1 for _ in visible_messages(self.session.items))
-
-    def agent_name(self) -> str:
-        return self.runtime.current_agent().name if self.runtime is not None else ""
+        return self._host.logs.append(self.id, event)

@@ -33,6 +33,7 @@ from ._permissions import (
 from ._runtime import (
     BuiltRuntime as BuiltRuntime,
     Command as Command,
+    ConfirmationKind as ConfirmationKind,
     CurrentAgent as CurrentAgent,
     ElicitationSink as ElicitationSink,
     ModelChoice as ModelChoice,

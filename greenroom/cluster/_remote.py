@@ -18,8 +18,7 @@ from collections.abc import Mapping
 
 import trio
 
-from greenroom.actors import EventLog, Subscription
-from greenroom.actors._eventlog import DEFAULT_SUBSCRIBER_BUFFER, IDLE_RING
+from greenroom.actors import DEFAULT_SUBSCRIBER_BUFFER, IDLE_RING, EventLog, Subscription
 from greenroom.errors import GreenroomError, SessionNotFound
 from greenroom.persistence import CommitBus, EventReader
 

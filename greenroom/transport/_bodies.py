@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import attrs
 
+from greenroom.agents import ConfirmationKind
 from greenroom.domain import (
     MAX_NAME,
     Amount,
@@ -26,6 +27,7 @@ from greenroom.domain import (
     Title,
     Usage,
 )
+from greenroom.errors import InvalidRequest
 
 SafetyPolicy = Literal[
     "", "strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto"
@@ -45,6 +47,29 @@ Confirmation = Literal[
 ]
 """Tool-call confirmations; the last three are legacy names (approve-session → autonomous,
 approve-safe and approve-safer → balanced)."""
+
+_CONFIRMATION_KINDS: dict[str, ConfirmationKind] = {
+    "approve": "approve",
+    "approve-balanced": "approve-balanced",
+    "approve-autonomous": "approve-autonomous",
+    "approve-tool": "approve-tool",
+    "reject": "reject",
+    "approve-session": "approve-autonomous",
+    "approve-safe": "approve-balanced",
+    "approve-safer": "approve-balanced",
+}
+
+
+def normalize_confirmation(value: str) -> ConfirmationKind:
+    """The confirmation a client sent, a legacy name mapped to its current one."""
+    kind = _CONFIRMATION_KINDS.get(value)
+    if kind is None:
+        modern = ", ".join(dict.fromkeys(_CONFIRMATION_KINDS.values()))
+        raise InvalidRequest(
+            f"$.confirmation: expected one of {modern}, got {value!r}", path="$.confirmation"
+        )
+    return kind
+
 
 ExpiresIn = Annotated[float, Range(0.001, 365 * 24 * 3600.0)]
 """Seconds an approve-tool / approve-session grant lasts (at most a year)."""

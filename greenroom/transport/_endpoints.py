@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from greenroom import __version__
-from greenroom.actors import Subscription, normalize_confirmation
+from greenroom.actors import Subscription
 from greenroom.agents import QueuedMessage, Redirect, ResumeRequest
 from greenroom.domain import (
     Approval,
@@ -313,10 +313,10 @@ async def follow_up(ctx: Context, req: Request) -> Reply:
 
 async def resume(ctx: Context, req: Request) -> Reply:
     body: b.ResumeBody = req.body
-    kind = normalize_confirmation(body.confirmation)
+    kind = b.normalize_confirmation(body.confirmation)
     expires_in = body.expires_in
     decided_by = ctx.config.auth_label if ctx.config.auth_token else ""
-    request = ResumeRequest(kind, body.reason, body.tool_name, expires_in, decided_by)  # type: ignore[arg-type]
+    request = ResumeRequest(kind, body.reason, body.tool_name, expires_in, decided_by)
     await ctx.registry.session(_session_id(req)).resume(request)
     return Reply({"message": "session resumed"})
 

@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, Subscription
-from greenroom.actors._eventlog import DEFAULT_CAPACITY, REPLAY_PAGE
+from greenroom.actors._eventlog import DEFAULT_CAPACITY
+from greenroom.actors._subscription import REPLAY_PAGE
 from greenroom.domain import AgentChoice, Gap, SessionExited, Warning
 from greenroom.persistence import EventRow, Lease, StoredEvent
 from tests.fakes import collect, event_json
@@ -549,7 +550,7 @@ async def test_between_turns_a_stored_log_keeps_only_its_newest_entries_in_memor
     for n in range(1, 201):  # a turn of 200 tokens
         log.append(ev(n))
     log.idle(True)  # the turn ended before its last events were committed
-    assert len(log._ring) == 200  # nothing uncommitted is dropped
+    assert log.in_memory == 200  # nothing uncommitted is dropped
     commit(log, reader, 200)
     assert seqs(log.backlog(None)) == list(range(185, 201))  # the newest IDLE_RING
     with trio.fail_after(5), log.subscribe(since=0) as sub:  # older ones: from the store
@@ -559,7 +560,7 @@ async def test_between_turns_a_stored_log_keeps_only_its_newest_entries_in_memor
     for n in range(201, 301):
         log.append(ev(n))
     commit(log, reader, 300)
-    assert len(log._ring) == 116
+    assert log.in_memory == 116
 
 
 def test_a_log_without_a_store_keeps_its_ring_between_turns() -> None:

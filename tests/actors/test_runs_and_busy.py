@@ -15,8 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from greenroom.actors import Registry, RegistryConfig, StreamState, open_registry
-from greenroom.actors._commands import DisconnectPolicy
+from greenroom.actors import DisconnectPolicy, Registry, RegistryConfig, StreamState, open_registry
 from greenroom.agents import BuiltRuntime, QueuedMessage, TurnIO
 from greenroom.domain import (
     AgentChoice,
@@ -161,8 +160,8 @@ def messages_of(session: Session) -> list[str]:
 
 def state_of(registry: Registry, session_id: str) -> StreamState | None:
     """The actor's stream state read without awaiting (None: no live actor)."""
-    actor = registry._actors.get(session_id)
-    return actor.state if actor is not None else None
+    stats = registry.statistics(session_id)
+    return stats.state if stats.live else None
 
 
 async def streaming(registry: Registry, session_id: str) -> bool:

@@ -17,7 +17,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from greenroom.actors import RegistryConfig
+from greenroom.actors import RegistryConfig, StreamState
 from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
 from greenroom.persistence import RetentionPolicy
 from greenroom.transport import AppConfig
@@ -195,8 +195,13 @@ async def test_on_disconnect_continue_keeps_the_turn(live: Live) -> None:
             async with client.stream("POST", path, json=user_body("go")) as r:
                 first = await read_until(sse_frames(r), "stream_stopped")
             # The run stream is gone; the server noticed (its turn has no reader any more).
-            actor = live.env.registry._actors[sid]
-            await wait_until(lambda: actor.turn is not None and not actor.turn.stream_open)
+            registry = live.env.registry
+            await wait_until(
+                lambda: (
+                    registry.statistics(sid).state is StreamState.RUNNING
+                    and not registry.statistics(sid).run_stream_open
+                )
+            )
             seen = await read_until(log, "stream_stopped")
             assert [f.id for f in seen] == [f.id for f in first]
             # Ticks emitted after the disconnect still reach the /events subscriber.

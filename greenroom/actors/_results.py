@@ -1,0 +1,204 @@
+"""What callers of a session actor get back: snapshots, statuses, run streams, decisions.
+
+These are plain values and the two small synchronisation objects a caller waits on (a run
+stream, a pending decision). They sit below the commands that answer with them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import attrs
+import outcome
+import trio
+
+from greenroom.domain import Session
+from greenroom.errors import GreenroomError, SessionGone
+
+from ._entries import LogEntry
+
+FollowUpInjector = Callable[[str], Awaitable[None]]
+DisconnectPolicy = Literal["cancel", "continue"]
+
+
+class StreamState(enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"  # a turn task of this actor
+    GUARDED = "guarded"  # an embedder holds the guard of its attached runtime
+
+
+@attrs.frozen
+class SessionSnapshot:
+    """The session as its actor holds it, plus live state, for resync."""
+
+    session: Session
+    streaming: bool
+    agent: str
+    last_event_seq: int
+
+
+@attrs.frozen
+class SessionStatus:
+    id: str
+    title: str
+    streaming: bool
+    agent: str
+    input_tokens: int
+    output_tokens: int
+    num_messages: int
+    building: bool = False  # the runtime is being built (MCP servers starting)
+
+
+@attrs.frozen
+class FollowUpResult:
+    streaming: bool
+    duplicate: bool
+
+    @property
+    def status(self) -> str:
+        if self.duplicate:
+            return "duplicate"
+        return "queued_streaming" if self.streaming else "queued_idle"
+
+
+@attrs.frozen
+class QueueDepth:
+    steer_depth: int
+    steer_capacity: int
+    followup_depth: int
+    followup_capacity: int
+
+
+class RunStream:
+    """The events of one turn as the caller sees them. Iterate with ``async for``; closing it
+    early cancels the turn unless it was started with ``on_disconnect="continue"``."""
+
+    def __init__(
+        self,
+        receive: trio.MemoryReceiveChannel[LogEntry],
+        on_close: Callable[[], None] | None = None,
+        terminal: Callable[[], LogEntry | None] | None = None,
+    ) -> None:
+        self._receive = receive
+        self._on_close = on_close
+        # Read once the channel has ended: an entry that closes the stream (session_exited
+        # after a delete), delivered after everything the turn sent.
+        self._terminal = terminal
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> LogEntry:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            entry = self._take_terminal()
+            if entry is None:
+                raise StopAsyncIteration from None
+            return entry
+
+    def _take_terminal(self) -> LogEntry | None:
+        if self._terminal is None:
+            return None
+        entry, self._terminal = self._terminal(), None
+        return entry
+
+    def ready(self, limit: int) -> list[LogEntry]:
+        """Up to ``limit`` entries that are already waiting (never blocks)."""
+        entries: list[LogEntry] = []
+        while len(entries) < limit:
+            try:
+                entries.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                entry = self._take_terminal()
+                if entry is not None:
+                    entries.append(entry)
+                break
+        return entries
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """Stop reading: the turn is cancelled unless it was asked to outlive its stream."""
+        self._receive.close()
+        if self._on_close is not None:
+            self._on_close()
+
+
+def discard_reply(result: outcome.Outcome[Any]) -> None:
+    """A reply whose caller left without taking it: a run stream nobody will read is closed,
+    so its turn is cancelled (or detached) instead of holding the session busy."""
+    if isinstance(result, outcome.Value) and isinstance(result.value, RunStream):
+        result.value.close()
+
+
+@attrs.frozen
+class DecisionOutcome:
+    tool_call_id: str
+    action: str
+    result: str
+    is_error: bool
+    decided_by: str
+    decided_at: dt.datetime
+    pending: int  # calls of the session still in doubt
+
+
+@attrs.define(eq=False)
+class PendingDecision:
+    """The answer to a Decide command: at once, or once the tool ran again (a rerun runs in
+    a child task of the actor, so its mailbox keeps serving meanwhile)."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    outcome: DecisionOutcome | None = None
+    error: GreenroomError | None = None
+
+    def finish(self, outcome: DecisionOutcome | None, error: GreenroomError | None = None) -> None:
+        if not self.done.is_set():
+            self.outcome, self.error = outcome, error
+            self.done.set()
+
+    async def wait(self) -> DecisionOutcome:
+        await self.done.wait()
+        if self.outcome is None:
+            raise self.error or SessionGone()
+        return self.outcome
+
+
+@attrs.define(eq=False)
+class GuardTicket:
+    """A queued request for the streaming guard of an attached runtime."""
+
+    granted: trio.Event = attrs.field(factory=trio.Event)
+    abandoned: bool = False
+
+
+@attrs.frozen
+class SessionStatistics:
+    """What a live session's actor is doing, read synchronously (tests, readiness, benchmarks).
+
+    ``live`` is False when no actor runs for the session; the other actor fields are then at
+    their defaults. The log fields describe the session's event log on this node, if any.
+    """
+
+    live: bool = False
+    state: StreamState = StreamState.IDLE
+    building: bool = False
+    run_stream_open: bool = False  # a turn runs and a client still reads its run stream
+    mailbox_used: int = 0  # commands waiting in the mailbox now
+    mailbox_peak: int = 0  # the most commands that ever waited (mailbox sizing)
+    has_log: bool = False
+    subscribers: int = 0
+    last_seq: int = 0
