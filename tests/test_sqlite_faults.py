@@ -341,7 +341,7 @@ async def test_a_failing_job_fails_alone_in_its_batch(tmp_path: Path) -> None:
                 holder.release.set()
 
         assert store.batches - batches == 2  # the holder, then the 12 others in one transaction
-        assert sorted(type(f).__name__ for f in failures) == ["MessageNotFound", "StoreError"]
+        assert sorted(type(f).__name__ for f in failures) == ["MessageNotFound", "SessionExists"]
         with pytest.raises(SessionNotFound):
             await store.get_session("clash")
         assert len(set(ids.values())) == 10

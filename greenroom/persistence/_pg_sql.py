@@ -11,7 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
-from greenroom.errors import InvalidRequest, SessionNotFound, StoreError
+from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
 
@@ -49,7 +49,7 @@ def insert_session(conn: Conn, session: Session) -> Session:
         raise InvalidRequest("session id is empty", path="$.id")
     # A tombstone counts: a deleted session's id is never used again.
     if conn.execute("SELECT 1 FROM gr_sessions WHERE session_id = %s", (session.id,)).fetchone():
-        raise StoreError(f"session already exists: {session.id}")
+        raise SessionExists(f"session already exists: {session.id}")
     conn.execute(INSERT_SESSION, _rows.session_to_row(session))
     conn.execute("INSERT INTO gr_heads (session_id) VALUES (%s)", (session.id,))
     items = [insert_item(conn, session.id, pos, item) for pos, item in enumerate(session.items)]

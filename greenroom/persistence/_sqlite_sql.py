@@ -7,7 +7,7 @@ import sqlite3
 import attrs
 
 from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
-from greenroom.errors import InvalidRequest, SessionNotFound, StoreError
+from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
 
@@ -34,7 +34,7 @@ def insert_session(conn: sqlite3.Connection, session: Session) -> Session:
     if not session.id:
         raise InvalidRequest("session id is empty", path="$.id")
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
-        raise StoreError(f"session already exists: {session.id}")
+        raise SessionExists(f"session already exists: {session.id}")
     conn.execute(INSERT_SESSION, _rows.session_to_row(session))
     conn.execute("INSERT INTO heads (session_id) VALUES (?)", (session.id,))
     items: list[Item] = []
