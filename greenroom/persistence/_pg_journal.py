@@ -1,6 +1,8 @@
 """The SQL of the PostgreSQL durable log's records: turns, tool calls, decisions, idempotency
 keys, recovery, retention and the event reader. Functions of a connection, run on the writer
-thread (writes, each behind the fence of ``_pg_fence``) or a read-pool thread (reads)."""
+thread (writes, each behind the fence of ``_pg_fence`` for ``owner``, this node's id and
+incarnation) or a read-pool thread (reads). The signatures are those of
+:mod:`._sqlite_journal`: one :class:`~._sql_log.SqlLog` serves both."""
 
 from __future__ import annotations
 

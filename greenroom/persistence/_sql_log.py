@@ -37,13 +37,13 @@ from ._records import (
     TurnStart,
     TurnState,
 )
+from ._sql_store import ItemRow
 
 T = TypeVar("T")
 C = TypeVar("C")
 O = TypeVar("O")  # noqa: E741 -- the owner, as C is the connection
 Cx = TypeVar("Cx", contravariant=True)  # C and O in the protocol
 Ox = TypeVar("Ox", contravariant=True)
-ItemRow = tuple[str, str | None, str]
 
 
 class Journal(Protocol[Cx, Ox]):
