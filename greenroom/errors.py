@@ -48,6 +48,7 @@ WebSocket error frames happens in exactly one place: here.
     ├── OwnerUnavailable                 503 owner_unavailable   (owner silent, lease not expired)
     ├── NodeFenced                       503 node_fenced         (this node lost its lease)
     └── StoreError                       500 store_error
+        ├── SessionExists                500 store_error         (the id is taken; a tombstone too)
         ├── DatabaseUnavailable          503 database_unavailable (connection lost; retry)
         └── DatabaseError                500 database_error      (opening a database failed)
             ├── NotADatabase             500 not_a_database      (not a greenroom database)
@@ -101,6 +102,7 @@ __all__ = [
     "QueueFull",
     "RerunNotSupported",
     "SessionBusy",
+    "SessionExists",
     "SessionGone",
     "SessionNotFound",
     "SessionNotRunning",
@@ -408,6 +410,13 @@ class NodeFenced(GreenroomError):
 class StoreError(GreenroomError):
     code = "store_error"
     default_message = "session store error"
+
+
+class SessionExists(StoreError):
+    """A store was asked to add a session under an id it already holds (on PostgreSQL, a
+    deleted session's id too: it is never used again). Its status and code are StoreError's."""
+
+    default_message = "a session with this id already exists"
 
 
 class DatabaseUnavailable(StoreError):

@@ -204,11 +204,11 @@ async def test_connections_carry_the_timeouts_bounded_by_the_lease() -> None:
         return [conn.execute(f"SHOW {name}").fetchone()[0] for name in names]
 
     async with database() as dsn, node(dsn, "n1", lease_ttl=60) as one:
-        assert await one._read(show) == ["30s", "10s", "5s"]
+        assert await one.run_read(show) == ["30s", "10s", "5s"]
         # A short lease: no transaction of this node outlives it (a takeover would wait).
         async with node(dsn, "n2", lease_ttl=3) as two:
-            assert await two._read(show) == ["3s", "10s", "3s"]
-            assert await two._writer.write(show) == ["3s", "10s", "3s"]
+            assert await two.run_read(show) == ["3s", "10s", "3s"]
+            assert await two.group_commit.write(show) == ["3s", "10s", "3s"]
         await one.membership.ping()
 
 
@@ -312,7 +312,7 @@ async def test_an_owner_batch_committing_first_is_seen_by_the_takeover() -> None
         for r in [row(lease, 1, Warning("a")), row(lease, 2, Warning("b"))]:
             one.writer.append_event(r)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(one._writer.write, hold)
+            nursery.start_soon(one.group_commit.write, hold)
             await wait_for_lock_wait(dsn, "n1", present=False)
             started = time.monotonic()
             taken = await two.ownership.claim(sid)  # waits for n1's commit

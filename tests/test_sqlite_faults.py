@@ -21,7 +21,7 @@ import pytest
 import trio
 import trio.testing
 
-import greenroom.persistence.sqlite as sqlite_module
+import greenroom.persistence._group_commit as group_commit
 from greenroom.domain import Message, Session, SubSession
 from greenroom.errors import (
     DatabaseError,
@@ -323,13 +323,13 @@ async def test_a_failing_job_fails_alone_in_its_batch(tmp_path: Path) -> None:
                 failures.append(exc)
 
         # A first job that holds the writer thread until released: everything sent meanwhile
-        # queues up and is committed together, in the second transaction. (Private _write:
-        # the public methods give no way to hold the writer.)
+        # queues up and is committed together, in the second transaction. (A raw job: the
+        # Store methods give no way to hold the writer.)
         holder = Holder()
         batches = store.batches
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._write, holder)
+                nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()
                 for n in range(10):
                     nursery.start_soon(add, n)
@@ -341,7 +341,7 @@ async def test_a_failing_job_fails_alone_in_its_batch(tmp_path: Path) -> None:
                 holder.release.set()
 
         assert store.batches - batches == 2  # the holder, then the 12 others in one transaction
-        assert sorted(type(f).__name__ for f in failures) == ["MessageNotFound", "StoreError"]
+        assert sorted(type(f).__name__ for f in failures) == ["MessageNotFound", "SessionExists"]
         with pytest.raises(SessionNotFound):
             await store.get_session("clash")
         assert len(set(ids.values())) == 10
@@ -374,7 +374,7 @@ async def test_a_cancelled_caller_leaves_the_store_working(tmp_path: Path) -> No
         holder = Holder()
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._write, holder)
+                nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()
                 with trio.CancelScope() as scope:
                     scope.cancel()
@@ -392,7 +392,7 @@ async def test_a_cancelled_caller_leaves_the_store_working(tmp_path: Path) -> No
 async def test_backpressure_and_closing_while_producers_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "_QUEUE_SIZE", 3)
+    monkeypatch.setattr(group_commit, "QUEUE_SIZE", 3)
     async with open_sqlite_store(tmp_path / "store.db") as store:
         session = await store.add_session(Session.new())
         holder = Holder()
@@ -407,13 +407,13 @@ async def test_backpressure_and_closing_while_producers_wait(
 
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(store._write, holder)
+                nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()
                 for n in range(6):
                     nursery.start_soon(add, n)
                 await trio.testing.wait_all_tasks_blocked()
                 # The holder and two messages fill the 3 slots; 4 producers wait for room.
-                assert store._slots.statistics().tasks_waiting == 4
+                assert store.group_commit.statistics().tasks_waiting == 4
                 nursery.start_soon(store.aclose)
                 await trio.testing.wait_all_tasks_blocked()
                 holder.release.set()

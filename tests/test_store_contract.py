@@ -35,6 +35,7 @@ from greenroom.domain import (
 from greenroom.errors import (
     InvalidRequest,
     MessageNotFound,
+    SessionExists,
     SessionNotFound,
     StoreError,
     UnstorableValue,
@@ -495,6 +496,18 @@ async def test_appending_to_an_unknown_session(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         await store.get_session("orphan")
     assert await store.titles() == []
+
+
+async def test_an_existing_id_is_named_session_exists_and_answers_as_a_store_error(
+    store: Store,
+) -> None:
+    await store.add_session(session("dup", 0))
+    with pytest.raises(SessionExists) as caught:
+        await store.add_session(session("dup", 1))
+    with pytest.raises(SessionExists):
+        await store.add_sub_session("dup", session("dup", 2))
+    # On the wire it is what the bare StoreError was: no client sees a difference.
+    assert (caught.value.status, caught.value.code) == (StoreError.status, StoreError.code)
 
 
 async def test_add_sub_session_with_an_existing_id_changes_nothing(store: Store) -> None:

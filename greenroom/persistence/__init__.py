@@ -1,8 +1,18 @@
 """Session stores and the durable event log: the :class:`Store` contract, the
 :class:`Persistence` interfaces (writer, event reader, ownership, commit bus), an in-memory
 implementation, an SQLite one, and a PostgreSQL one for several nodes
-(:mod:`greenroom.persistence.postgres`, imported on its own: it needs psycopg)."""
+(:mod:`greenroom.persistence.postgres`, imported on its own: it needs psycopg). Both SQL stores
+write through one group-commit engine (:class:`GroupCommitWriter`, their ``group_commit``).
 
+The implementation modules are private; this package re-exports their public names
+(``tests/persistence/test_exports.py`` pins them).
+"""
+
+from ._group_commit import (
+    GroupCommitWriter as GroupCommitWriter,
+    WriterStatistics as WriterStatistics,
+)
+from ._memory import MemoryStore as MemoryStore, open_memory_store as open_memory_store
 from ._persistence import (
     CommitBus as CommitBus,
     CommitListener as CommitListener,
@@ -35,5 +45,41 @@ from ._records import (
     TurnStart as TurnStart,
     TurnState as TurnState,
 )
-from .memory import MemoryStore as MemoryStore, open_memory_store as open_memory_store
-from .sqlite import SqliteStore as SqliteStore, open_sqlite_store as open_sqlite_store
+from ._sqlite import SqliteStore as SqliteStore, open_sqlite_store as open_sqlite_store
+
+__all__ = [
+    "DECISION_ACTIONS",
+    "CommitBus",
+    "CommitListener",
+    "Decision",
+    "DecisionAction",
+    "EventReader",
+    "EventRow",
+    "GroupCommitWriter",
+    "HeadState",
+    "Lease",
+    "Membership",
+    "MemoryStore",
+    "NodeInfo",
+    "NodeState",
+    "NullBus",
+    "Ownership",
+    "Persistence",
+    "RecoveryPlan",
+    "RetentionPolicy",
+    "SqliteStore",
+    "Store",
+    "StoredEvent",
+    "ToolCallIntent",
+    "ToolCallRecord",
+    "ToolCallState",
+    "TurnEnd",
+    "TurnMark",
+    "TurnRecord",
+    "TurnStart",
+    "TurnState",
+    "Writer",
+    "WriterStatistics",
+    "open_memory_store",
+    "open_sqlite_store",
+]

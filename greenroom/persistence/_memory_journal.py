@@ -15,7 +15,7 @@ import attrs
 from greenroom.domain import DELTA_TYPES, ErrorItem, Message, Session
 from greenroom.errors import StoreError, ToolCallNotFound
 
-from ._persistence import CommitListener, NullBus
+from ._persistence import CommitListener, SingleNodeRoles
 from ._records import (
     Decision,
     EventRow,
@@ -44,12 +44,16 @@ class _Head:
     state: HeadState = "idle"
 
 
-class MemoryJournal:
-    """Mixed into :class:`~greenroom.persistence.MemoryStore`, which supplies the sessions."""
+class MemoryJournal(SingleNodeRoles):
+    """Mixed into :class:`~greenroom.persistence.MemoryStore`, which supplies the sessions.
 
-    _bus = NullBus()
+    ``keep_deleted_logs``: a deleted session's events stay readable (until retention removes
+    them), as PostgreSQL keeps them behind its tombstone; by default they go with the session,
+    as on SQLite.
+    """
 
     def __init__(self) -> None:
+        self.keep_deleted_logs = False
         self._heads: dict[str, _Head] = {}
         self._events: dict[str, list[EventRow]] = {}
         self._turns: dict[str, TurnRecord] = {}
@@ -71,29 +75,6 @@ class MemoryJournal:
     def _replace_message(self, session_id: str, message_id: int, message: Message) -> None:
         raise NotImplementedError
 
-    # --- the roles -------------------------------------------------------------------------
-
-    @property
-    def writer(self) -> MemoryJournal:
-        return self
-
-    @property
-    def events(self) -> MemoryJournal:
-        return self
-
-    @property
-    def ownership(self) -> MemoryJournal:
-        return self
-
-    @property
-    def bus(self) -> NullBus:
-        return self._bus
-
-    @property
-    def membership(self) -> None:
-        """One node owns this store alone: no cluster."""
-        return None
-
     def _head(self, session_id: str) -> _Head:
         self._get(session_id)
         return self._heads.setdefault(session_id, _Head())
@@ -101,7 +82,8 @@ class MemoryJournal:
     def _forget(self, session_id: str) -> None:
         """The session was deleted: its log and records go with it."""
         self._heads.pop(session_id, None)
-        self._events.pop(session_id, None)
+        if not self.keep_deleted_logs:
+            self._events.pop(session_id, None)
         self._keys.pop(session_id, None)
         for turn_id in [t for t, r in self._turns.items() if r.session_id == session_id]:
             del self._turns[turn_id]
@@ -113,9 +95,6 @@ class MemoryJournal:
     async def claim(self, session_id: str) -> Lease:
         head = self._head(session_id)
         return Lease(session_id, BOOT_EPOCH, head.last_seq, head.state)
-
-    def release_lease(self, lease: Lease) -> None:
-        pass
 
     # --- Writer ----------------------------------------------------------------------------
 

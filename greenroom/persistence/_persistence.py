@@ -9,19 +9,19 @@
     ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
     └── bus         CommitBus: other nodes' commits (NullBus: there are none)
 
-The in-memory and SQLite stores implement all of it on one object (their ``store``,
-``writer``, ``events`` and ``ownership`` are the store itself). SQLite is the single-node
-form: ``LocalOwnership`` grants every claim at the boot epoch of this process (the exclusive
-lock on ``<db>.lock`` keeps other processes out), the writer runs the same fence a
-multi-node store would (an event batch commits only on top of the session's committed head),
-and no other node commits, so the bus never yields. A PostgreSQL form for several nodes fits
-the same interfaces.
+Every store implements all of it on one object (its ``store``, ``writer``, ``events`` and
+``ownership`` are the store itself). The in-memory and SQLite stores are the single-node form
+(:class:`SingleNodeRoles`): SQLite grants every claim at the boot epoch of this process (the
+exclusive lock on ``<db>.lock`` keeps other processes out), its writer runs the same fence a
+multi-node store does (an event batch commits only on top of the session's committed head),
+and no other node commits, so the bus never yields. The PostgreSQL store is the form for
+several nodes, with a ``Membership`` and a bus that hears the other nodes' commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Protocol
+from typing import Protocol, Self
 
 import trio
 
@@ -189,6 +189,38 @@ class NullBus:
 
     async def __anext__(self) -> tuple[str, int]:
         await trio.sleep_forever()
+
+
+class SingleNodeRoles:
+    """The roles of a store that one node owns alone (memory, SQLite): its ``writer``,
+    ``events`` and ``ownership`` are the store itself, its bus never yields, there is no
+    membership, and a released lease has nothing to hand back."""
+
+    _bus = NullBus()
+
+    @property
+    def writer(self) -> Self:
+        return self
+
+    @property
+    def events(self) -> Self:
+        return self
+
+    @property
+    def ownership(self) -> Self:
+        return self
+
+    @property
+    def bus(self) -> NullBus:
+        return self._bus
+
+    @property
+    def membership(self) -> None:
+        """One node owns this store alone: no cluster."""
+        return None
+
+    def release_lease(self, lease: Lease) -> None:
+        pass  # one process owns the whole store: nothing to hand back
 
 
 class Persistence(Protocol):

@@ -1,6 +1,8 @@
 """The SQL of the PostgreSQL durable log's records: turns, tool calls, decisions, idempotency
 keys, recovery, retention and the event reader. Functions of a connection, run on the writer
-thread (writes, each behind the fence of ``_pg_fence``) or a read-pool thread (reads)."""
+thread (writes, each behind the fence of ``_pg_fence`` for ``owner``, this node's id and
+incarnation) or a read-pool thread (reads). The signatures are those of
+:mod:`._sqlite_journal`: one :class:`~._sql_log.SqlLog` serves both."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from ._records import (
 
 Conn = psycopg.Connection[Any]
 ItemRow = sql.ItemRow
-Me = tuple[str, int]  # (node id, incarnation) of the writer: the owner the fence requires
+Owner = tuple[str, int]  # (node id, incarnation) of the writer: the owner the fence requires
 _DELTAS = list(DELTA_TYPES)
 
 # --- events --------------------------------------------------------------------------------
@@ -56,7 +58,12 @@ def last_seq(conn: Conn, session_id: str) -> int:
     return int(row[0])
 
 
-def interrupted_sessions(conn: Conn, node: str, inc: int) -> list[str]:
+def claim(conn: Conn, session_id: str, owner: Owner) -> Lease:
+    """Take ``session_id`` for this node, in the caller's transaction (``_pg_fence.claim``)."""
+    return fence.claim(conn, session_id, *owner)
+
+
+def interrupted_sessions(conn: Conn, owner: Owner) -> list[str]:
     """Heads left running that this node may recover: its own, unowned ones, and those of
     dead owners (a live node's running session is its own business)."""
     rows = conn.execute(
@@ -65,7 +72,7 @@ def interrupted_sessions(conn: Conn, node: str, inc: int) -> list[str]:
         " WHERE h.state = 'running' AND s.deleted_at IS NULL AND (h.owner_node IS NULL"
         " OR (h.owner_node = %s AND h.owner_inc = %s) OR n.node_id IS NULL"
         " OR n.incarnation <> h.owner_inc OR n.lease_until <= now()) ORDER BY h.session_id",
-        (node, inc),
+        owner,
     ).fetchall()
     return [r[0] for r in rows]
 
@@ -74,9 +81,9 @@ def interrupted_sessions(conn: Conn, node: str, inc: int) -> list[str]:
 
 
 def begin_turn(
-    conn: Conn, me: Me, lease: Lease, turn: TurnStart, rows: list[ItemRow]
+    conn: Conn, owner: Owner, lease: Lease, turn: TurnStart, rows: list[ItemRow]
 ) -> tuple[int, ...]:
-    fence.fence(conn, lease, *me, state="running")
+    fence.fence(conn, lease, *owner, state="running")
     ids = tuple(sql.append_row(conn, turn.session_id, row) for row in rows)
     conn.execute(
         "INSERT INTO gr_turns (turn_id, session_id, epoch, state, first_seq, text_seq, source,"
@@ -96,9 +103,9 @@ def begin_turn(
 
 
 def add_turn_message(
-    conn: Conn, me: Me, session_id: str, row: ItemRow, mark: TurnMark, call_id: str
+    conn: Conn, owner: Owner, session_id: str, row: ItemRow, mark: TurnMark, call_id: str
 ) -> int:
-    fence.fence_owner(conn, session_id, *me)
+    fence.fence_owner(conn, session_id, *owner)
     message_id = sql.append_row(conn, session_id, row)
     conn.execute(
         "UPDATE gr_turns SET text_seq = %s WHERE turn_id = %s", (mark.text_seq, mark.turn_id)
@@ -112,8 +119,8 @@ def add_turn_message(
     return message_id
 
 
-def end_turn(conn: Conn, me: Me, lease: Lease, end: TurnEnd, ended_at: str) -> None:
-    fence.fence(conn, lease, *me, state="idle")
+def end_turn(conn: Conn, owner: Owner, lease: Lease, end: TurnEnd, ended_at: str) -> None:
+    fence.fence(conn, lease, *owner, state="idle")
     conn.execute(
         "UPDATE gr_turns SET state = %s, last_seq = %s, ended_at = %s, reason = %s"
         " WHERE turn_id = %s",
@@ -146,8 +153,8 @@ def turns(conn: Conn, session_id: str, states: Iterable[str]) -> list[TurnRecord
 # --- tool calls ----------------------------------------------------------------------------
 
 
-def begin_tool_call(conn: Conn, me: Me, lease: Lease, intent: ToolCallIntent) -> None:
-    fence.fence(conn, lease, *me)
+def begin_tool_call(conn: Conn, owner: Owner, lease: Lease, intent: ToolCallIntent) -> None:
+    fence.fence(conn, lease, *owner)
     # A model may reuse a call id later in a session: the newer call replaces the record.
     conn.execute(
         "INSERT INTO gr_tool_calls (session_id, tool_call_id, turn_id, name, arguments,"
@@ -205,9 +212,9 @@ def _in_doubt(conn: Conn, session_id: str, tool_call_id: str) -> ToolCallRecord:
     return _call(rows[0])
 
 
-def begin_rerun(conn: Conn, me: Me, lease: Lease, session_id: str, tool_call_id: str) -> None:
+def begin_rerun(conn: Conn, owner: Owner, lease: Lease, session_id: str, tool_call_id: str) -> None:
     _in_doubt(conn, session_id, tool_call_id)
-    fence.fence(conn, lease, *me, state="running")
+    fence.fence(conn, lease, *owner, state="running")
     conn.execute(
         "UPDATE gr_tool_calls SET state = 'started', decision = 'rerun'"
         " WHERE session_id = %s AND tool_call_id = %s",
@@ -215,10 +222,10 @@ def begin_rerun(conn: Conn, me: Me, lease: Lease, session_id: str, tool_call_id:
     )
 
 
-def decide(conn: Conn, me: Me, decision: Decision, result: ItemRow) -> int:
+def decide(conn: Conn, owner: Owner, decision: Decision, result: ItemRow) -> int:
     sid, call_id = decision.session_id, decision.tool_call_id
     record = _in_doubt(conn, sid, call_id)
-    fence.fence_owner(conn, sid, *me)
+    fence.fence_owner(conn, sid, *owner)
     _, role, body = result
     if not record.placeholder_id or not sql.update_message(
         conn, sid, record.placeholder_id, role, body
@@ -232,7 +239,7 @@ def decide(conn: Conn, me: Me, decision: Decision, result: ItemRow) -> int:
     (remaining,) = conn.execute(
         "SELECT COUNT(*) FROM gr_tool_calls WHERE session_id = %s AND state = 'in_doubt'", (sid,)
     ).fetchone() or (0,)
-    fence.fence_owner(conn, sid, *me, "needs_decision" if remaining else "idle")
+    fence.fence_owner(conn, sid, *owner, "needs_decision" if remaining else "idle")
     return int(remaining)
 
 
@@ -257,18 +264,18 @@ def release_key(conn: Conn, session_id: str, key: str) -> None:
 
 
 def apply_recovery(
-    conn: Conn, me: Me, plan: RecoveryPlan, rows: list[tuple[ItemRow, str]]
+    conn: Conn, owner: Owner, plan: RecoveryPlan, rows: list[tuple[ItemRow, str]]
 ) -> tuple[int, ...]:
     lease = plan.lease
     sid = lease.session_id
     # The fence first (NodeFenced / SessionNotFound), then the log goes on right after its head.
-    fence.fence(conn, lease, *me, last_seq=lease.last_seq)
+    fence.fence(conn, lease, *owner, last_seq=lease.last_seq)
     if plan.events:
         failed: dict[str, str] = {}
-        heads = fence.flush_events(conn, list(plan.events), failed, *me)
+        heads = fence.flush_events(conn, list(plan.events), failed, *owner)
         if failed:
             raise StoreError(f"recovery of session {sid}: {failed[sid]}")
-        fence.notify(conn, me[0], heads)
+        fence.notify(conn, owner[0], heads)
     ids = []
     for row, call_id in rows:
         item_id = sql.append_row(conn, sid, row)
@@ -290,7 +297,7 @@ def apply_recovery(
         " WHERE turn_id = ANY(%s)",
         (last, format_datetime(plan.ended_at), plan.reason, list(plan.interrupted_turns)),
     )
-    fence.fence(conn, lease, *me, state=plan.head_state)
+    fence.fence(conn, lease, *owner, state=plan.head_state)
     return tuple(ids)
 
 

@@ -4,16 +4,15 @@ migrations under an advisory lock, and errors that name the server and what to d
 from __future__ import annotations
 
 import datetime as dt
-import re
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from greenroom.errors import DatabaseError, NewerDatabase
+from greenroom.errors import DatabaseError
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+from . import _migrations
+
 # Any fixed key: every node migrating the same database takes the same transaction lock.
 _MIGRATION_LOCK = 0x67726D31
 # Bounds on what one statement, one lock wait and an idle transaction may take: a stuck server
@@ -40,17 +39,9 @@ def options(lease_ttl: float | None = None) -> str:
     return " ".join(f"-c {name}={value}" for name, value in settings.items())
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every bundled PostgreSQL migration, in order (1, 2, 3, ...)."""
-    found = []
-    for entry in resources.files("greenroom.persistence.pg_migrations").iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text()))
-    found.sort()
-    if [v for v, _, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError("bundled PostgreSQL migrations are not numbered 1..N")
-    return found
+def migrations() -> list[_migrations.Migration]:
+    """(version, name, sql) of every bundled PostgreSQL migration, in order."""
+    return _migrations.bundled("greenroom.persistence.pg_migrations")
 
 
 def describe(dsn: str) -> str:
@@ -117,7 +108,14 @@ def open_and_migrate(
 
 
 def migrate(conn: psycopg.Connection[Any], dsn: str) -> None:
-    known = migrations()
+    def apply(migration: _migrations.Migration) -> None:
+        version, name, sql = migration
+        conn.execute(sql.encode())
+        conn.execute(
+            "INSERT INTO gr_schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+            (version, name, dt.datetime.now(dt.UTC)),
+        )
+
     with conn.transaction():
         # No lease is held yet, and a migration of a big database may take its time.
         conn.execute("SET LOCAL statement_timeout = 0")
@@ -128,17 +126,10 @@ def migrate(conn: psycopg.Connection[Any], dsn: str) -> None:
             " name text NOT NULL, applied_at timestamptz NOT NULL)"
         )
         applied = {r[0] for r in conn.execute("SELECT version FROM gr_schema_migrations")}
-        newest = max(applied, default=0)
-        if newest > len(known):
-            raise NewerDatabase(
-                f"the {describe(dsn)} was written by a newer greenroom (schema {newest}, this "
-                f"version knows {len(known)}); upgrade greenroom or choose another database"
-            )
-        for version, name, sql in known:
-            if version in applied:
-                continue
-            conn.execute(sql.encode())
-            conn.execute(
-                "INSERT INTO gr_schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
-                (version, name, dt.datetime.now(dt.UTC)),
-            )
+        _migrations.run(
+            migrations(),
+            applied,
+            apply,
+            where=f"the {describe(dsn)}",
+            instead="choose another database",
+        )

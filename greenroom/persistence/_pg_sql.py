@@ -1,9 +1,10 @@
 """The SQL of the PostgreSQL store's sessions and history: functions of a connection, run on
-the writer thread or a read-pool thread. Deleted sessions are tombstones: every lookup here
-sees only rows with ``deleted_at IS NULL``."""
+the writer thread or a read-pool thread; the same functions as :mod:`._sqlite_sql`. Deleted
+sessions are tombstones: every lookup here sees only rows with ``deleted_at IS NULL``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import attrs
@@ -11,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
-from greenroom.errors import InvalidRequest, SessionNotFound, StoreError
+from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
 
@@ -49,7 +50,7 @@ def insert_session(conn: Conn, session: Session) -> Session:
         raise InvalidRequest("session id is empty", path="$.id")
     # A tombstone counts: a deleted session's id is never used again.
     if conn.execute("SELECT 1 FROM gr_sessions WHERE session_id = %s", (session.id,)).fetchone():
-        raise StoreError(f"session already exists: {session.id}")
+        raise SessionExists(f"session already exists: {session.id}")
     conn.execute(INSERT_SESSION, _rows.session_to_row(session))
     conn.execute("INSERT INTO gr_heads (session_id) VALUES (%s)", (session.id,))
     items = [insert_item(conn, session.id, pos, item) for pos, item in enumerate(session.items)]
@@ -113,13 +114,27 @@ def update_message(
     return cursor.rowcount > 0
 
 
-def set_fields(conn: Conn, session_id: str, assignments: str, values: tuple[Any, ...]) -> None:
+def set_fields(conn: Conn, session_id: str, fields: Mapping[str, Any]) -> None:
+    """One UPDATE of the session's row: named columns to new values."""
+    assignments = ", ".join(f"{column} = %s" for column in fields)
     cursor = conn.execute(
         f"UPDATE gr_sessions SET {assignments} WHERE session_id = %s AND deleted_at IS NULL",
-        (*values, session_id),
+        (*fields.values(), session_id),
     )
     if cursor.rowcount == 0:
         raise SessionNotFound(session_id)
+
+
+def titles(conn: Conn) -> list[str]:
+    rows = conn.execute("SELECT title FROM gr_sessions WHERE deleted_at IS NULL").fetchall()
+    return [r[0] for r in rows]
+
+
+def count_sessions(conn: Conn) -> int:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM gr_sessions WHERE parent_id IS NULL AND deleted_at IS NULL"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def tree(conn: Conn, session_id: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The one contract every session store honours (the memory and SQLite stores pass one suite)."""
+"""The one contract every session store honours (the memory, SQLite and PostgreSQL stores pass
+one suite, tests/test_store_contract.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ class Store(Protocol):
     async def add_session(self, session: Session) -> Session:
         """Insert ``session`` with its history; returns it with store-assigned message ids.
 
-        Sub-sessions in the history are stored as child sessions. An existing id is an error.
+        Sub-sessions in the history are stored as child sessions.
+
+        Raises:
+            SessionExists: the id (or a sub-session's) is taken; nothing is stored.
         """
 
     async def get_session(self, session_id: str) -> Session:

@@ -1,5 +1,10 @@
-"""The SQL of the durable log: events behind the fence, turn and tool-call records, keys,
-recovery and retention. Functions of a connection, run on the writer or reader threads."""
+"""The SQL of the SQLite durable log: events behind the fence, turn and tool-call records, keys,
+recovery and retention. Functions of a connection, run on the writer or reader threads.
+
+The signatures are those of :mod:`._pg_journal` (one :class:`~._sql_log.SqlLog` serves both):
+``owner`` is the boot epoch of this process, the one owner there is, and ``_fence`` is what
+the PostgreSQL fence is on one node (the lock file keeps every other writer out): the head's
+new state, SessionNotFound when the session is gone."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from ._records import (
 )
 
 ItemRow = tuple[str, str | None, str]  # (kind, role, body JSON): serialised by the caller
+Owner = int  # the boot epoch of this process
 _DELTAS = ", ".join(f"'{t}'" for t in sorted(DELTA_TYPES))
 
 # --- events --------------------------------------------------------------------------------
@@ -88,13 +94,13 @@ def read_events(
     return [StoredEvent(seq, kind, bytes(body)) for seq, kind, body in rows]
 
 
-def claim(conn: sqlite3.Connection, session_id: str, epoch: int) -> Lease:
+def claim(conn: sqlite3.Connection, session_id: str, owner: Owner) -> Lease:
     row = conn.execute(
         "SELECT last_seq, state FROM heads WHERE session_id = ?", (session_id,)
     ).fetchone()
     if row is None:
         raise SessionNotFound(session_id)
-    return Lease(session_id, epoch, int(row[0]), row[1])
+    return Lease(session_id, owner, int(row[0]), row[1])
 
 
 def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
@@ -117,7 +123,7 @@ def bump_boot_epoch(conn: sqlite3.Connection) -> int:
 # --- turns ---------------------------------------------------------------------------------
 
 
-def _set_state(conn: sqlite3.Connection, session_id: str, state: str) -> None:
+def _fence(conn: sqlite3.Connection, session_id: str, state: str) -> None:
     if (
         conn.execute(
             "UPDATE heads SET state = ? WHERE session_id = ?", (state, session_id)
@@ -128,9 +134,9 @@ def _set_state(conn: sqlite3.Connection, session_id: str, state: str) -> None:
 
 
 def begin_turn(
-    conn: sqlite3.Connection, lease: Lease, turn: TurnStart, rows: list[ItemRow]
+    conn: sqlite3.Connection, owner: Owner, lease: Lease, turn: TurnStart, rows: list[ItemRow]
 ) -> tuple[int, ...]:
-    _set_state(conn, turn.session_id, "running")
+    _fence(conn, turn.session_id, "running")
     ids = tuple(sql.append_row(conn, turn.session_id, row) for row in rows)
     conn.execute(
         "INSERT INTO turns (turn_id, session_id, epoch, state, first_seq, text_seq, source,"
@@ -150,7 +156,12 @@ def begin_turn(
 
 
 def add_turn_message(
-    conn: sqlite3.Connection, session_id: str, row: ItemRow, mark: TurnMark, call_id: str
+    conn: sqlite3.Connection,
+    owner: Owner,
+    session_id: str,
+    row: ItemRow,
+    mark: TurnMark,
+    call_id: str,
 ) -> int:
     message_id = sql.append_row(conn, session_id, row)
     conn.execute("UPDATE turns SET text_seq = ? WHERE turn_id = ?", (mark.text_seq, mark.turn_id))
@@ -163,8 +174,10 @@ def add_turn_message(
     return message_id
 
 
-def end_turn(conn: sqlite3.Connection, end: TurnEnd, ended_at: str) -> None:
-    _set_state(conn, end.session_id, "idle")
+def end_turn(
+    conn: sqlite3.Connection, owner: Owner, lease: Lease, end: TurnEnd, ended_at: str
+) -> None:
+    _fence(conn, end.session_id, "idle")
     conn.execute(
         "UPDATE turns SET state = ?, last_seq = ?, ended_at = ?, reason = ? WHERE turn_id = ?",
         (end.state, end.last_seq, ended_at, end.reason, end.turn_id),
@@ -195,7 +208,7 @@ def _turn(row: Any) -> TurnRecord:
     return TurnRecord(**_times(row, "started_at", "ended_at"))
 
 
-def interrupted_sessions(conn: sqlite3.Connection) -> list[str]:
+def interrupted_sessions(conn: sqlite3.Connection, owner: Owner) -> list[str]:
     rows = conn.execute("SELECT session_id FROM heads WHERE state = 'running'").fetchall()
     return [r[0] for r in rows]
 
@@ -203,7 +216,9 @@ def interrupted_sessions(conn: sqlite3.Connection) -> list[str]:
 # --- tool calls ----------------------------------------------------------------------------
 
 
-def begin_tool_call(conn: sqlite3.Connection, lease: Lease, intent: ToolCallIntent) -> None:
+def begin_tool_call(
+    conn: sqlite3.Connection, owner: Owner, lease: Lease, intent: ToolCallIntent
+) -> None:
     # A model may reuse a call id later in a session: the newer call replaces the record.
     conn.execute(
         "INSERT INTO tool_calls (session_id, tool_call_id, turn_id, name, arguments, agent_name,"
@@ -262,9 +277,11 @@ def _in_doubt(conn: sqlite3.Connection, session_id: str, tool_call_id: str) -> T
     return _call(row)
 
 
-def begin_rerun(conn: sqlite3.Connection, session_id: str, tool_call_id: str) -> None:
+def begin_rerun(
+    conn: sqlite3.Connection, owner: Owner, lease: Lease, session_id: str, tool_call_id: str
+) -> None:
     _in_doubt(conn, session_id, tool_call_id)
-    _set_state(conn, session_id, "running")
+    _fence(conn, session_id, "running")
     conn.execute(
         "UPDATE tool_calls SET state = 'started', decision = 'rerun'"
         " WHERE session_id = ? AND tool_call_id = ?",
@@ -272,7 +289,7 @@ def begin_rerun(conn: sqlite3.Connection, session_id: str, tool_call_id: str) ->
     )
 
 
-def decide(conn: sqlite3.Connection, decision: Decision, result: ItemRow) -> int:
+def decide(conn: sqlite3.Connection, owner: Owner, decision: Decision, result: ItemRow) -> int:
     sid, call_id = decision.session_id, decision.tool_call_id
     record = _in_doubt(conn, sid, call_id)
     _, role, body = result
@@ -293,7 +310,7 @@ def decide(conn: sqlite3.Connection, decision: Decision, result: ItemRow) -> int
     (remaining,) = conn.execute(
         "SELECT COUNT(*) FROM tool_calls WHERE session_id = ? AND state = 'in_doubt'", (sid,)
     ).fetchone()
-    _set_state(conn, sid, "needs_decision" if remaining else "idle")
+    _fence(conn, sid, "needs_decision" if remaining else "idle")
     return int(remaining)
 
 
@@ -312,11 +329,15 @@ def reserve_key(conn: sqlite3.Connection, session_id: str, key: str, now: float)
     return cursor.rowcount == 1
 
 
+def release_key(conn: sqlite3.Connection, session_id: str, key: str) -> None:
+    conn.execute("DELETE FROM idempotency_keys WHERE session_id = ? AND key = ?", (session_id, key))
+
+
 # --- recovery ------------------------------------------------------------------------------
 
 
 def apply_recovery(
-    conn: sqlite3.Connection, plan: RecoveryPlan, rows: list[tuple[ItemRow, str]]
+    conn: sqlite3.Connection, owner: Owner, plan: RecoveryPlan, rows: list[tuple[ItemRow, str]]
 ) -> tuple[int, ...]:
     lease = plan.lease
     sid = lease.session_id
@@ -347,7 +368,7 @@ def apply_recovery(
         " WHERE turn_id = ?",
         [(last, format_datetime(plan.ended_at), plan.reason, t) for t in plan.interrupted_turns],
     )
-    _set_state(conn, sid, plan.head_state)
+    _fence(conn, sid, plan.head_state)
     return tuple(ids)
 
 
@@ -384,13 +405,3 @@ def retention(
                 (session_id, session_id, policy.max_deltas_per_session - 1),
             ).rowcount
     return removed
-
-
-def delete_events_of_tree(conn: sqlite3.Connection, session_id: str) -> None:
-    """A deleted session's log goes with it (sub-sessions included)."""
-    conn.execute(
-        "WITH RECURSIVE tree(id) AS (SELECT ? UNION ALL"
-        " SELECT sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id)"
-        " DELETE FROM events WHERE session_id IN (SELECT id FROM tree)",
-        (session_id,),
-    )

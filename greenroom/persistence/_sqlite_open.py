@@ -7,35 +7,25 @@ import datetime as dt
 import errno
 import fcntl
 import os
-import re
 import sqlite3
-from importlib import resources
 from pathlib import Path
 
 from greenroom.errors import (
     DatabaseError,
     DatabaseInUse,
     DatabaseReadOnly,
-    NewerDatabase,
     NotADatabase,
 )
 
+from . import _migrations
+
 # "grm1" — marks a file as a greenroom database, so another application's database is refused.
 APPLICATION_ID = 0x67726D31
-_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every bundled migration, in order; versions are 1, 2, 3, ..."""
-    found = []
-    for entry in resources.files("greenroom.persistence.migrations").iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text()))
-    found.sort()
-    if [v for v, _, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError("bundled migrations are not numbered 1..N")
-    return found
+def migrations() -> list[_migrations.Migration]:
+    """(version, name, sql) of every bundled SQLite migration, in order."""
+    return _migrations.bundled("greenroom.persistence.migrations")
 
 
 def _directory_missing(path: Path) -> DatabaseError:
@@ -190,21 +180,14 @@ def _check_identity(path: Path, conn: sqlite3.Connection) -> None:
 
 
 def _migrate(path: Path, conn: sqlite3.Connection) -> None:
-    known = migrations()
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
     )
     applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-    newest = max(applied, default=0)
-    if newest > len(known):
-        raise NewerDatabase(
-            f"{path} was written by a newer greenroom (schema {newest}, this version knows "
-            f"{len(known)}); upgrade greenroom or choose another --db path"
-        )
-    for version, name, sql in known:
-        if version in applied:
-            continue
+
+    def apply(migration: _migrations.Migration) -> None:
+        version, name, sql = migration
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _statements(sql):
@@ -218,6 +201,10 @@ def _migrate(path: Path, conn: sqlite3.Connection) -> None:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    _migrations.run(
+        migrations(), applied, apply, where=str(path), instead="choose another --db path"
+    )
 
 
 def _statements(sql: str) -> list[str]:

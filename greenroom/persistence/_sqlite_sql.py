@@ -1,13 +1,17 @@
-"""The SQL of the SQLite store: functions of a connection, run on the writer or reader threads."""
+"""The SQL of the SQLite store's sessions and history: functions of a connection, run on the
+writer or reader threads. The same functions as :mod:`._pg_sql` (one
+:class:`~._sql_store.SqlStore` serves both), in SQLite's dialect."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
-from greenroom.errors import InvalidRequest, SessionNotFound, StoreError
+from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
 
@@ -30,11 +34,29 @@ UPSERT_METADATA = (
 INSERT_HEAD = "INSERT OR IGNORE INTO heads (session_id) VALUES (?)"
 
 
+def upsert_session(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
+    conn.execute(UPSERT_METADATA, row)
+    conn.execute(INSERT_HEAD, (row[0],))  # cannot fail once the row is there
+
+
+def delete_tree(conn: sqlite3.Connection, session_id: str) -> None:
+    """Delete the session; its sub-sessions, items, heads and records go with it (ON DELETE
+    CASCADE), and so does the log of the whole tree."""
+    conn.execute(
+        "WITH RECURSIVE tree(id) AS (SELECT ? UNION ALL"
+        " SELECT sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id)"
+        " DELETE FROM events WHERE session_id IN (SELECT id FROM tree)",
+        (session_id,),
+    )
+    if conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 0:
+        raise SessionNotFound(session_id)
+
+
 def insert_session(conn: sqlite3.Connection, session: Session) -> Session:
     if not session.id:
         raise InvalidRequest("session id is empty", path="$.id")
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,)).fetchone():
-        raise StoreError(f"session already exists: {session.id}")
+        raise SessionExists(f"session already exists: {session.id}")
     conn.execute(INSERT_SESSION, _rows.session_to_row(session))
     conn.execute("INSERT INTO heads (session_id) VALUES (?)", (session.id,))
     items: list[Item] = []
@@ -88,6 +110,35 @@ def append_item(conn: sqlite3.Connection, session_id: str, item: Item) -> int:
         raise SessionNotFound(session_id)
     stored = insert_item(conn, session_id, row[0], item)
     return stored.id if isinstance(stored, Message) else 0
+
+
+def update_message(
+    conn: sqlite3.Connection, session_id: str, message_id: int, role: str | None, body: str
+) -> bool:
+    cursor = conn.execute(
+        "UPDATE items SET role = ?, body = ? WHERE id = ? AND session_id = ? AND kind = 'message'",
+        (role, body, message_id, session_id),
+    )
+    return cursor.rowcount > 0
+
+
+def set_fields(conn: sqlite3.Connection, session_id: str, fields: Mapping[str, Any]) -> None:
+    """One UPDATE of the session's row: named columns to new values."""
+    assignments = ", ".join(f"{column} = ?" for column in fields)
+    cursor = conn.execute(
+        f"UPDATE sessions SET {assignments} WHERE id = ?", (*fields.values(), session_id)
+    )
+    if cursor.rowcount == 0:
+        raise SessionNotFound(session_id)
+
+
+def titles(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT title FROM sessions")]
+
+
+def count_sessions(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT COUNT(*) FROM sessions WHERE parent_id IS NULL").fetchone()
+    return int(row[0])
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> Session:

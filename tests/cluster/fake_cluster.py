@@ -43,15 +43,8 @@ class FakeCluster:
         self.owners: dict[str, _Owner] = {}
         self.views: dict[str, NodeView] = {}
         store.listen(self._on_commit)
-        forget = store._forget
-
-        def keep_events(session_id: str) -> None:  # PostgreSQL keeps a deleted session's
-            events = store._events.get(session_id)  # events until retention removes them
-            forget(session_id)
-            if events is not None:
-                store._events[session_id] = events
-
-        setattr(store, "_forget", keep_events)  # noqa: B010
+        # PostgreSQL keeps a deleted session's events until retention removes them.
+        store.keep_deleted_logs = True
 
     def view(self, node_id: str, url: str = "") -> NodeView:
         self.nodes.setdefault(node_id, _Node(node_id, url))

@@ -29,6 +29,7 @@ from greenroom.domain import (
 from greenroom.errors import (
     InvalidRequest,
     MessageNotFound,
+    SessionExists,
     SessionNotFound,
     StoreError,
     UnstorableValue,
@@ -95,7 +96,7 @@ class MemoryStore(MemoryJournal):
         seen: set[str] = set()
         for session_id in _session_ids(session):
             if session_id in self._sessions or session_id in seen:
-                raise StoreError(f"session already exists: {session_id}")
+                raise SessionExists(f"session already exists: {session_id}")
             seen.add(session_id)
         return self._insert(session)
 
