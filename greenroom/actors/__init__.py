@@ -9,13 +9,13 @@ from ._eventlog import (
 )
 from ._handle import SessionHandle as SessionHandle, StreamGuard as StreamGuard
 from ._logs import EventLogs as EventLogs, EventSource as EventSource
+from ._readiness import Readiness as Readiness
 from ._recovery import (
     RecoveryReport as RecoveryReport,
     plan_recovery as plan_recovery,
     recover as recover,
     recover_session as recover_session,
 )
-from ._readiness import Readiness as Readiness
 from ._registry import Registry as Registry, open_registry as open_registry
 from ._results import (
     DecisionOutcome as DecisionOutcome,

@@ -22,9 +22,9 @@ from greenroom.errors import (
     GreenroomError,
     NodeFenced,
     OwnedElsewhere,
+    SessionExists,
     SessionGone,
     SessionNotFound,
-    StoreError,
 )
 from greenroom.persistence import Persistence, ToolCallRecord
 
@@ -310,10 +310,8 @@ class Registry:
         if session is not None and session_id not in self._actors:
             # Insert-or-keep in one store call (a get-then-add would race another attach).
             # The embedder's session is the live one either way.
-            try:
+            with contextlib.suppress(SessionExists):  # it exists already: fine
                 session = await self.store.add_session(session)
-            except StoreError:
-                await self.store.get_session(session_id)  # it exists already: fine
         actor = await self._actor(session_id, initial=session)
         done = trio.Event()
         await self._call_actor(actor, c.AttachRuntime(runtime, done))
