@@ -8,14 +8,13 @@ only writer of session state and of the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session, ToolCall
 
-if TYPE_CHECKING:  # the tools package needs _config, which needs this module
-    from .tools import ToolResult
+from ._tool_values import ToolResult
 
 ElicitationSink = Callable[[Event], "bool | None"]
 """Receives elicitation requests (and other events raised outside any turn) for the session's
