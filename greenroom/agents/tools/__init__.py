@@ -2,7 +2,6 @@
 
 from . import (  # noqa: F401  (each registers its builder)
     _api,
-    _background_agents,
     _fetch,
     _filesystem,
     _mcp,
