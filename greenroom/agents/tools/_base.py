@@ -137,6 +137,10 @@ def strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
 
 
+class ToolsetError(Exception):
+    """A toolset's options are unusable (the message says why, for the warning event)."""
+
+
 class ServicesUnavailable(Exception):
     """The runtime runs no background services (it is not being served by a session)."""
 
