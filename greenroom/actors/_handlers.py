@@ -148,7 +148,7 @@ async def _install_runtime(actor: SessionActor, cmd: c.InstallRuntime) -> None:
     actor.title_generator = built.title_generator
     runtime.on_elicitation_request(actor.registry.elicitation_sink(actor.id))
     if supports_recall(runtime):
-        runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
+        runtime.set_recall_handler(actor.registry.recall_handler(actor.id))
     if runtime.supports_model_switching():
         for agent, ref in actor.session.agent_model_overrides.items():
             try:
@@ -502,7 +502,7 @@ async def _attach(actor: SessionActor, cmd: c.AttachRuntime) -> None:
     actor.attached_done = cmd.done
     actor.title_generator = None
     if supports_recall(cmd.runtime):
-        cmd.runtime.set_recall_handler(actor.registry.recall_handler(actor.id))  # type: ignore[attr-defined]
+        cmd.runtime.set_recall_handler(actor.registry.recall_handler(actor.id))
     actor.registry.mark_ready()
     await trio.lowlevel.checkpoint()
 

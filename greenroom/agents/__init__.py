@@ -42,12 +42,16 @@ from ._runtime import (
     ResumeRequest as ResumeRequest,
     Runtime as Runtime,
     RuntimeFactory as RuntimeFactory,
+    SupportsBusy as SupportsBusy,
     SupportsRecall as SupportsRecall,
+    SupportsServe as SupportsServe,
     SupportsToolRerun as SupportsToolRerun,
     TitleGenerator as TitleGenerator,
     TurnIO as TurnIO,
+    is_busy as is_busy,
     mirrors_elicitation as mirrors_elicitation,
     supports_recall as supports_recall,
+    supports_serve as supports_serve,
     supports_tool_rerun as supports_tool_rerun,
 )
 from ._sources import (
