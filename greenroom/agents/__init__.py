@@ -64,7 +64,15 @@ from ._titles import (
     ModelTitleGenerator as ModelTitleGenerator,
     sanitize_title as sanitize_title,
 )
-from ._tools import (
+from ._validate import (
+    validate_files as validate_files,
+    validate_main as validate_main,
+)
+from ._yaml import (
+    load_agent_file as load_agent_file,
+    parse_agent_file as parse_agent_file,
+)
+from .tools import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,
     AgentTools as AgentTools,
     FunctionTool as FunctionTool,
@@ -75,12 +83,4 @@ from ._tools import (
     ToolResult as ToolResult,
     build_tools as build_tools,
     default_tools_for as default_tools_for,
-)
-from ._validate import (
-    validate_files as validate_files,
-    validate_main as validate_main,
-)
-from ._yaml import (
-    load_agent_file as load_agent_file,
-    parse_agent_file as parse_agent_file,
 )
