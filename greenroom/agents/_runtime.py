@@ -172,8 +172,8 @@ class RecallHandler(Protocol):
     ) -> bool: ...
 
 
-# Optional capabilities: a runtime has one when it has the member; the ``supports_*`` helpers
-# say so (and narrow the type), so callers never look members up by name themselves.
+# Optional capabilities: a runtime has one when it has the member. The helpers below read them
+# (``supports_*`` also narrow the type), so callers never look members up by name themselves.
 
 
 class SupportsRecall(Protocol):
