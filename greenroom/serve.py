@@ -38,9 +38,14 @@ import trio
 from hypercorn.config import Config, Sockets
 
 from greenroom.actors import RecoveryReport, Registry, open_registry, recover
-from greenroom.agents import AgentSources, LocalRuntimeFactory, McpSettings, OAuthFlows
+from greenroom.agents import (
+    AgentSources,
+    LocalRuntimeFactory,
+    McpSettings,
+    OAuthFlows,
+    default_tools_for,
+)
 from greenroom.agents._diagnose import diagnose
-from greenroom.agents._tools import default_tools_for
 from greenroom.agents.providers import ModelClients, open_model_clients, resolve_auto
 from greenroom.cluster import (
     DEFAULT_LEASE_TTL,

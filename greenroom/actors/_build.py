@@ -15,11 +15,10 @@ session is deleted (the scope the actor gives it).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import trio
 
-from greenroom.agents import BuiltRuntime
+from greenroom.agents import BuiltRuntime, supports_serve
 from greenroom.errors import GreenroomError
 
 from ._commands import InstallRuntime
@@ -58,12 +57,12 @@ async def build_runtime(
 async def _serve(ctx: ActorContext, built: BuiltRuntime, source: str, agent_name: str) -> None:
     """Start the runtime's services, install it, then keep the services until cancelled. A
     service that fails after the start (a bug) is logged; the session goes on without it."""
-    serve: Any = getattr(built.runtime, "serve", None)
+    runtime = built.runtime
     try:
         async with trio.open_nursery() as services:
-            if serve is not None:
+            if supports_serve(runtime):
                 try:
-                    await services.start(serve)
+                    await services.start(runtime.serve)
                 except Exception:
                     log.exception("the runtime of session %s failed to start", ctx.id)
                     ctx.fail_parked(GreenroomError("starting the agent runtime failed"))

@@ -12,7 +12,7 @@ import logging
 
 import trio
 
-from greenroom.agents import Runtime, ToolResult, supports_tool_rerun
+from greenroom.agents import SupportsToolRerun, ToolResult, supports_tool_rerun
 from greenroom.domain import (
     MAX_NAME,
     ChatMessage,
@@ -66,13 +66,14 @@ async def decide(ctx: ActorContext, cmd: Decide) -> PendingDecision:
         decided_by = cmd.decided_by
         ctx.start_turn(turn, lambda: _rerun(ctx, turn, runtime, call, decided_by, pending))
         return pending
-    text = (cmd.result or DONE_UNKNOWN) if cmd.action == "done" else SKIPPED
-    result = ToolResult(text, is_error=cmd.action == "skip")
-    pending.finish(await _record(ctx, call, cmd.action, result, cmd.decided_by))  # type: ignore[arg-type]
+    action: DecisionAction = "done" if cmd.action == "done" else "skip"
+    text = (cmd.result or DONE_UNKNOWN) if action == "done" else SKIPPED
+    result = ToolResult(text, is_error=action == "skip")
+    pending.finish(await _record(ctx, call, action, result, cmd.decided_by))
     return pending
 
 
-async def _rerun_runtime(ctx: ActorContext, call: ToolCallRecord) -> Runtime:
+async def _rerun_runtime(ctx: ActorContext, call: ToolCallRecord) -> SupportsToolRerun:
     runtime = ctx.runtime
     if runtime is None:  # after a restart: build it from the agent the turn ran with
         turns = await ctx.events.turns(ctx.id, ("interrupted", "running"))
@@ -88,7 +89,7 @@ async def _rerun_runtime(ctx: ActorContext, call: ToolCallRecord) -> Runtime:
 async def _rerun(
     ctx: ActorContext,
     turn: Turn,
-    runtime: Runtime,
+    runtime: SupportsToolRerun,
     call: ToolCallRecord,
     decided_by: str,
     pending: PendingDecision,
@@ -97,7 +98,7 @@ async def _rerun(
         with turn.scope:
             tool_call = ToolCall(call.tool_call_id, FunctionCall(call.name, call.arguments))
             try:
-                result: ToolResult = await runtime.rerun_tool(tool_call, call.agent_name)  # type: ignore[attr-defined]
+                result = await runtime.rerun_tool(tool_call, call.agent_name)
             except Exception as exc:
                 log.warning("rerun of tool call %s failed", call.tool_call_id, exc_info=True)
                 result = ToolResult(f"Tool {call.name!r} failed: {exc}", is_error=True)

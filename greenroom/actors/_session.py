@@ -22,7 +22,14 @@ from typing import Any, TypeVar, cast
 import outcome
 import trio
 
-from greenroom.agents import BuiltRuntime, Runtime, RuntimeFactory, TitleGenerator, supports_recall
+from greenroom.agents import (
+    BuiltRuntime,
+    Runtime,
+    RuntimeFactory,
+    TitleGenerator,
+    is_busy,
+    supports_recall,
+)
 from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
@@ -256,7 +263,7 @@ class SessionActor:
         return (
             self.streaming
             or self._runtime.building
-            or bool(getattr(runtime, "busy", False))  # background agent tasks
+            or is_busy(runtime)  # background agent tasks
             or self.attached
             or self._injector is not None
             or self._title.scope is not None
@@ -329,14 +336,14 @@ class SessionActor:
         slot.title_generator = built.title_generator
         built.runtime.on_elicitation_request(self._host.elicitation_sink(self.id))
         if supports_recall(built.runtime):
-            built.runtime.set_recall_handler(self._host.recall_handler(self.id))  # type: ignore[attr-defined]
+            built.runtime.set_recall_handler(self._host.recall_handler(self.id))
         self._host.mark_ready()
 
     def attach(self, runtime: Runtime, done: trio.Event) -> None:
         slot = self._runtime
         slot.runtime, slot.attached_done, slot.title_generator = runtime, done, None
         if supports_recall(runtime):
-            runtime.set_recall_handler(self._host.recall_handler(self.id))  # type: ignore[attr-defined]
+            runtime.set_recall_handler(self._host.recall_handler(self.id))
         self._host.mark_ready()
 
     def fail_parked(self, error: Exception) -> None:

@@ -43,12 +43,16 @@ from ._runtime import (
     ResumeRequest as ResumeRequest,
     Runtime as Runtime,
     RuntimeFactory as RuntimeFactory,
+    SupportsBusy as SupportsBusy,
     SupportsRecall as SupportsRecall,
+    SupportsServe as SupportsServe,
     SupportsToolRerun as SupportsToolRerun,
     TitleGenerator as TitleGenerator,
     TurnIO as TurnIO,
+    is_busy as is_busy,
     mirrors_elicitation as mirrors_elicitation,
     supports_recall as supports_recall,
+    supports_serve as supports_serve,
     supports_tool_rerun as supports_tool_rerun,
 )
 from ._sources import (
@@ -61,7 +65,15 @@ from ._titles import (
     ModelTitleGenerator as ModelTitleGenerator,
     sanitize_title as sanitize_title,
 )
-from ._tools import (
+from ._validate import (
+    validate_files as validate_files,
+    validate_main as validate_main,
+)
+from ._yaml import (
+    load_agent_file as load_agent_file,
+    parse_agent_file as parse_agent_file,
+)
+from .tools import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,
     AgentTools as AgentTools,
     FunctionTool as FunctionTool,
@@ -72,12 +84,4 @@ from ._tools import (
     ToolResult as ToolResult,
     build_tools as build_tools,
     default_tools_for as default_tools_for,
-)
-from ._validate import (
-    validate_files as validate_files,
-    validate_main as validate_main,
-)
-from ._yaml import (
-    load_agent_file as load_agent_file,
-    parse_agent_file as parse_agent_file,
 )

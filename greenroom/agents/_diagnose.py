@@ -20,8 +20,8 @@ import attrs
 from greenroom.errors import AgentConfigError
 
 from ._config import AgentFile, ToolsetConfig
-from ._tools import TOOLSET_BUILDERS
 from ._yaml import load_agent_file
+from .tools import TOOLSET_BUILDERS
 
 DOCKER_PROBE_BUDGET = 10.0
 """Seconds ``docker mcp version`` may take before the plugin counts as missing."""

@@ -26,6 +26,7 @@ import trio
 from greenroom.domain import AgentInfo, Event, ToolCall, utcnow
 from greenroom.errors import AgentNotFound
 
+from . import _background_tools  # noqa: F401  (registers the background_agents builder)
 from ._background import BackgroundAgents
 from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._confirm import Confirmations

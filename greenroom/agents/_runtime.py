@@ -8,14 +8,15 @@ only writer of session state and of the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
+import trio
+from typing_extensions import TypeIs
 
 from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session, ToolCall
 
-if TYPE_CHECKING:  # the tools package needs _config, which needs this module
-    from .tools import ToolResult
+from ._tool_values import ToolResult
 
 ElicitationSink = Callable[[Event], "bool | None"]
 """Receives elicitation requests (and other events raised outside any turn) for the session's
@@ -171,6 +172,10 @@ class RecallHandler(Protocol):
     ) -> bool: ...
 
 
+# Optional capabilities: a runtime has one when it has the member. The helpers below read them
+# (``supports_*`` also narrow the type), so callers never look members up by name themselves.
+
+
 class SupportsRecall(Protocol):
     """Optional capability: the runtime calls back when a background job wants attention."""
 
@@ -182,7 +187,7 @@ def mirrors_elicitation(runtime: object) -> bool:
     return bool(getattr(runtime, "mirrors_elicitation_on_run_stream", False))
 
 
-def supports_recall(runtime: object) -> bool:
+def supports_recall(runtime: object) -> TypeIs[SupportsRecall]:
     return callable(getattr(runtime, "set_recall_handler", None))
 
 
@@ -194,8 +199,35 @@ class SupportsToolRerun(Protocol):
         an error result."""
 
 
-def supports_tool_rerun(runtime: object) -> bool:
+def supports_tool_rerun(runtime: object) -> TypeIs[SupportsToolRerun]:
     return callable(getattr(runtime, "rerun_tool", None))
+
+
+class SupportsServe(Protocol):
+    """Optional capability: the runtime has *services* (MCP server connections, background
+    agent tasks) that must run as long as it is installed in a session."""
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the services until cancelled; report started once the runtime may be installed
+        (a failure before that means the runtime cannot be used)."""
+
+
+def supports_serve(runtime: object) -> TypeIs[SupportsServe]:
+    return callable(getattr(runtime, "serve", None))
+
+
+class SupportsBusy(Protocol):
+    """Optional capability: the runtime may hold work between turns (background agent tasks)
+    that keeps its session live."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether such work is running now."""
+
+
+def is_busy(runtime: object) -> bool:
+    """Whether ``runtime`` (or None) holds work between turns; one without ``busy`` never does."""
+    return bool(getattr(runtime, "busy", False))
 
 
 class TitleGenerator(Protocol):

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from greenroom.agents import ElicitationAnswer, ToolResult
-from greenroom.agents.providers.scripted import script_from_data
+from greenroom.agents.providers import script_from_data
 from greenroom.agents.tools import ToolHost
 
 
@@ -69,7 +69,7 @@ class ScriptedAgent:
 
     Args:
         turns: the scripted model's turns, in the format of
-            :mod:`greenroom.agents.providers.scripted` (a string is one text reply; a list
+            :mod:`greenroom.agents.providers._scripted` (a string is one text reply; a list
             holds steps such as ``{"text": ...}``, ``{"reasoning": ...}``,
             ``{"tool_call": {"name": ..., "arguments": {...}}}``, ``{"delay": 1.5}``,
             ``{"error": "rate_limited"}``, ``{"usage": {...}}``). A turn that calls a tool is

@@ -13,8 +13,7 @@ import trio.testing
 
 from greenroom.actors import Registry
 from greenroom.agents import ModelTitleGenerator
-from greenroom.agents.providers import EchoProvider
-from greenroom.agents.providers._base import ModelConfig
+from greenroom.agents.providers import EchoProvider, ModelConfig
 from greenroom.domain import AgentChoice, ErrorEvent, Session
 from greenroom.errors import ModelKeyMissing
 from greenroom.persistence import MemoryStore

@@ -10,7 +10,7 @@ import attrs
 import trio
 
 from greenroom.agents import LocalRuntime, parse_agent_file
-from greenroom.agents.providers._base import (
+from greenroom.agents.providers import (
     Delta,
     ModelConfig,
     ModelRequest,

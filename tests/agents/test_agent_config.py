@@ -16,7 +16,7 @@ from greenroom.agents import (
     validate_files,
     validate_main,
 )
-from greenroom.agents.providers._base import ModelConfig
+from greenroom.agents.providers import ModelConfig
 from greenroom.domain import Permissions
 from greenroom.errors import AgentConfigError, AgentNotFound, InvalidRequest
 

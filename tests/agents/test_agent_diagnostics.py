@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from greenroom.agents import AgentFile, agent_file_to_json, parse_agent_file
+from greenroom.agents import TOOLSET_BUILDERS, AgentFile, agent_file_to_json, parse_agent_file
 from greenroom.agents._diagnose import (
     DockerMcp,
     FileReport,
@@ -25,7 +25,6 @@ from greenroom.agents._diagnose import (
     probe_docker_mcp,
     summary,
 )
-from greenroom.agents._tools import TOOLSET_BUILDERS
 from greenroom.agents._validate import validate_main
 from greenroom.errors import AgentConfigError
 from greenroom.serve import load_sources

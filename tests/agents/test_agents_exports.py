@@ -1,4 +1,5 @@
-"""The public names of greenroom.agents (agent files, sources, the loop) stay exported."""
+"""The public names of greenroom.agents (agent files, sources, the loop) and of its providers
+package stay exported."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import ast
 from pathlib import Path
 
 import greenroom.agents
+import greenroom.agents.providers
 
 EXPECTED = {
     "AUTO_MODEL",
@@ -45,6 +47,47 @@ EXPECTED = {
 def test_agent_names_are_exported() -> None:
     public = {name for name in dir(greenroom.agents) if not name.startswith("_")}
     assert public >= EXPECTED
+
+
+PROVIDER_NAMES = {
+    "KEYLESS_PLACEHOLDER",
+    "PROVIDERS",
+    "AnthropicProvider",
+    "Backoff",
+    "BedrockProvider",
+    "ClientStatistics",
+    "Delta",
+    "EchoProvider",
+    "GoogleProvider",
+    "ModelClients",
+    "ModelConfig",
+    "ModelRequest",
+    "ModelResponse",
+    "OnDelta",
+    "OpenAIProvider",
+    "Provider",
+    "ReasoningDelta",
+    "Script",
+    "ScriptedProvider",
+    "TextDelta",
+    "ToolSpec",
+    "make_provider",
+    "open_model_clients",
+    "parse_script",
+    "resolve_auto",
+    "script_from_data",
+}
+
+
+def test_provider_names_are_exported() -> None:
+    public = {name for name in dir(greenroom.agents.providers) if not name.startswith("_")}
+    assert public == PROVIDER_NAMES
+
+
+def test_the_provider_modules_are_private() -> None:
+    root = Path(greenroom.agents.providers.__file__).parent
+    public = [p.name for p in root.glob("*.py") if not p.name.startswith("_")]
+    assert public == []
 
 
 def test_the_agents_package_stays_below_actors_transport_and_persistence() -> None:

@@ -13,7 +13,7 @@ import trio
 
 from greenroom.agents import LocalRuntime, parse_agent_file
 from greenroom.agents._fallback import FallbackChain, Stickiness
-from greenroom.agents.providers._base import (
+from greenroom.agents.providers import (
     ModelConfig,
     ModelRequest,
     ModelResponse,

@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from greenroom.agents import LocalRuntime, ResumeRequest, parse_agent_file
-from greenroom.agents.providers._base import ModelConfig
+from greenroom.agents.providers import ModelConfig
 from greenroom.domain import (
     AgentChoice,
     AgentInfo,

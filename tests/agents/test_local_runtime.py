@@ -24,7 +24,7 @@ from greenroom.agents import (
     ToolResult,
     build_tools,
 )
-from greenroom.agents.providers._base import ToolSpec
+from greenroom.agents.providers import ToolSpec
 from greenroom.domain import (
     MARKER,
     AgentChoice,

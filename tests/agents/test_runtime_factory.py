@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from greenroom.agents import AgentSources, LocalRuntime, LocalRuntimeFactory
-from greenroom.agents.providers._base import ModelConfig
+from greenroom.agents.providers import ModelConfig
 from greenroom.domain import Session
 from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 

@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from greenroom.agents import Command, ElicitationAnswer, ModelChoice
-from greenroom.agents.providers._base import ModelConfig
+from greenroom.agents.providers import ModelConfig
 from greenroom.domain import AgentChoice, ElicitationRequest, Event
 from greenroom.errors import AgentNotFound, InvalidRequest, NoPendingRequest
 

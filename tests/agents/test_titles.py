@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from greenroom.agents import ModelTitleGenerator, sanitize_title
-from greenroom.agents.providers._base import ModelConfig, ModelResponse
+from greenroom.agents.providers import ModelConfig, ModelResponse
 from greenroom.errors import ModelError, ModelTimeout
 
 from .loop_support import FakeProvider, Step

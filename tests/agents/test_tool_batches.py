@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from greenroom.agents import AgentConfig, FunctionTool, ToolAnnotations, ToolContext, ToolResult
-from greenroom.agents.providers._base import ToolSpec
+from greenroom.agents.providers import ToolSpec
 from greenroom.agents.tools import build_tools
 
 from .loop_support import FakeIO, FakeProvider, call, make_runtime, start, text, tool_step

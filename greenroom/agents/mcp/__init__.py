@@ -1,5 +1,8 @@
 """MCP servers as toolsets: local (stdio), remote (streamable HTTP, SSE), Docker catalog refs;
-OAuth for remote servers. The ``mcp`` toolset builder lives in ``tools/_mcp.py``."""
+OAuth for remote servers; and the ``mcp`` toolset builder (``_toolset.py``).
+
+This package uses only the tool contract of ``tools/`` (``_base``, ``_expand``, ``_registry``).
+"""
 
 from ._content import McpTool as McpTool, result_of as result_of, tool_of as tool_of
 from ._oauth import FileTokenStorage as FileTokenStorage, token_path as token_path
@@ -13,3 +16,4 @@ from ._spec import (
     server_spec as server_spec,
 )
 from ._stdio import MAX_LINE as MAX_LINE
+from ._toolset import mcp_toolset as mcp_toolset

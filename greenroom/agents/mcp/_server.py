@@ -1,8 +1,9 @@
 """One MCP server of one toolset: connected, listed, called, restarted (spec §5.2 to §5.6).
 
 A supervisor task in the runtime's service nursery (a child of the session actor, never of a
-turn or a request) owns the connection: transport, the SDK's ``ClientSession``, ``initialize``,
-``tools/list`` (every page). Calls come from tool-call tasks and share the session.
+turn or a request) owns the connection: transport (``_transport.py``), the SDK's
+``ClientSession``, ``initialize``, ``tools/list`` (every page). Calls come from tool-call tasks
+and share the session.
 
 Lifecycle:
 
@@ -24,24 +25,16 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
-import attrs
 import httpx2
 import mcp_types
 import trio
 from mcp import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from greenroom import __version__
@@ -50,16 +43,8 @@ from greenroom.domain import AuthorizationEvent, Warning
 from ..tools._base import McpSettings, ServicesUnavailable, Tool, ToolHost, ToolResult, error
 from ._content import McpTool, result_of, tool_of
 from ._oauth import oauth_provider
-from ._spec import (
-    DockerSpec,
-    RemoteSpec,
-    ServerSpec,
-    StdioSpec,
-    gateway_argv,
-    gateway_config,
-    gateway_secrets,
-)
-from ._stdio import open_stdio, spawn
+from ._spec import RemoteSpec, ServerSpec
+from ._transport import Watched, open_transport, reason
 
 log = logging.getLogger(__name__)
 
@@ -69,80 +54,7 @@ MAX_PAGES = 100
 """tools/list pages read at most (a server that pages forever is cut off)."""
 MALFORMED_LOGGED = 3
 """Malformed messages logged per connection (the rest are only counted)."""
-DOCKER_PROBE_TIMEOUT = 10.0
 CLIENT_INFO = mcp_types.Implementation(name="greenroom", version=__version__)
-
-
-class StartFailed(Exception):
-    """A start attempt failed; the message says why (for the warning)."""
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line reason from an exception (or the first of a group)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        return exc.error.message
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-@attrs.define(eq=False)
-class _Watched:
-    """The read stream of a connection, reporting its end (the server went away)."""
-
-    inner: Any
-    ended: trio.Event
-
-    @property
-    def last_context(self) -> Any:
-        return getattr(self.inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            item: SessionMessage | Exception = await self.inner.receive()
-        except BaseException:
-            self.ended.set()
-            raise
-        return item
-
-    async def aclose(self) -> None:
-        self.ended.set()
-        await self.inner.aclose()
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _Watched:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-async def _docker_available(docker: str) -> str:
-    """ "" when ``docker mcp`` works here, else why not."""
-    path = shutil.which(docker)
-    if path is None:
-        return f"no {docker} CLI on PATH"
-    try:
-        with trio.move_on_after(DOCKER_PROBE_TIMEOUT) as scope:
-            done = await trio.run_process(
-                [path, "mcp", "version"], capture_stdout=True, capture_stderr=True, check=False
-            )
-    except OSError as exc:
-        return f"{path} mcp version failed: {exc}"
-    if scope.cancelled_caught:
-        return f"{path} mcp version did not answer within {DOCKER_PROBE_TIMEOUT:g} seconds"
-    if done.returncode != 0:
-        return f"{path} has no working mcp plugin (`docker mcp version` exited {done.returncode})"
-    return ""
 
 
 class McpServer:
@@ -225,12 +137,12 @@ class McpServer:
             try:
                 result = await session.call_tool(name, dict(arguments))
             except MCPError as exc:
-                return error(f"Error calling tool: failed to call tool: {_reason(exc)}")
+                return error(f"Error calling tool: failed to call tool: {reason(exc)}")
             except (ValidationError, ValueError, RuntimeError) as exc:
-                return error(f"Error calling tool: failed to call tool: {_reason(exc)}")
+                return error(f"Error calling tool: failed to call tool: {reason(exc)}")
             except (httpx2.TransportError, OSError) as exc:
                 self._broken.set()
-                return error(f"Error calling tool: failed to call tool: {_reason(exc)}")
+                return error(f"Error calling tool: failed to call tool: {reason(exc)}")
         if result is None:
             return error(
                 f"Error calling tool: failed to call tool: {self.description} did not answer "
@@ -297,7 +209,7 @@ class McpServer:
             else:
                 self.last_error = "the server closed the connection"
         except Exception as exc:  # anything a transport, the SDK or the server throws
-            self.last_error = _reason(exc)
+            self.last_error = reason(exc)
             log.debug("MCP server %s: %s", self.description, self.last_error, exc_info=True)
         finally:
             self._session = None
@@ -364,8 +276,11 @@ class McpServer:
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[tuple[ClientSession, trio.Event]]:
         ended = trio.Event()
-        async with self._transport() as (read, write):
-            watched = _Watched(read, ended)
+        transport = open_transport(
+            self.spec, self._settings, auth=self._oauth, on_stderr=self._on_stderr
+        )
+        async with transport as (read, write):
+            watched = Watched(read, ended)
             session = ClientSession(
                 watched,
                 write,
@@ -376,68 +291,8 @@ class McpServer:
             async with session:
                 yield session, ended
 
-    @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
-        spec = self.spec
-        if isinstance(spec, StdioSpec):
-            async with self._stdio(spec.command, spec.args, spec.env, spec.cwd) as streams:
-                yield streams
-        elif isinstance(spec, DockerSpec):
-            async with self._docker(spec) as streams:
-                yield streams
-        else:
-            async with self._remote(spec) as streams:
-                yield streams
-
-    @asynccontextmanager
-    async def _stdio(
-        self, command: str, args: tuple[str, ...] | list[str], env: Mapping[str, str], cwd: Path
-    ) -> AsyncIterator[tuple[Any, Any]]:
-        try:
-            process = await spawn(command, list(args), env=env, cwd=cwd)
-        except OSError as exc:
-            raise StartFailed(f"cannot start {command}: {exc.strerror or exc}") from None
-        async with open_stdio(process, max_line=self._settings.max_line) as channel:
-            try:
-                yield channel.read, channel.write
-            finally:
-                self._stderr_tail = channel.stderr_tail()
-
-    @asynccontextmanager
-    async def _docker(self, spec: DockerSpec) -> AsyncIterator[tuple[Any, Any]]:
-        docker = self._settings.docker
-        problem = await _docker_available(docker)
-        if problem:
-            raise StartFailed(
-                f"catalog server {spec.server!r} needs Docker's MCP gateway ({problem}): install "
-                "Docker Desktop, or the docker CLI with its MCP Toolkit plugin, so that "
-                "`docker mcp` runs"
-            )
-        with tempfile.TemporaryDirectory(prefix="greenroom-mcp-") as temp:
-            secrets = config = ""
-            if spec.secrets:
-                secrets = os.path.join(temp, "secrets.env")
-                _private_file(secrets, gateway_secrets(spec))
-            if spec.config is not None:
-                config = os.path.join(temp, "config.yaml")
-                _private_file(config, gateway_config(spec))
-            argv = gateway_argv(spec, docker=docker, secrets_file=secrets, config_file=config)
-            async with self._stdio(argv[0], argv[1:], spec.env, spec.cwd) as streams:
-                yield streams
-
-    @asynccontextmanager
-    async def _remote(self, spec: RemoteSpec) -> AsyncIterator[tuple[Any, Any]]:
-        auth = self._oauth(spec.url)
-        if spec.transport == "sse":
-            async with sse_client(spec.url, headers=dict(spec.headers), auth=auth) as streams:
-                yield streams
-            return
-        timeout = httpx2.Timeout(30.0, read=300.0)
-        async with (
-            httpx2.AsyncClient(headers=dict(spec.headers), auth=auth, timeout=timeout) as client,
-            streamable_http_client(spec.url, http_client=client) as streams,
-        ):
-            yield streams
+    def _on_stderr(self, tail: str) -> None:
+        self._stderr_tail = tail
 
     def _oauth(self, url: str) -> httpx2.Auth | None:
         settings = self._settings
@@ -483,7 +338,7 @@ class McpServer:
             return mcp_types.ElicitResult(action=answer.action, content=content)  # type: ignore[arg-type]
         except ValidationError as exc:
             return mcp_types.ErrorData(
-                code=mcp_types.INVALID_PARAMS, message=f"the answer does not fit: {_reason(exc)}"
+                code=mcp_types.INVALID_PARAMS, message=f"the answer does not fit: {reason(exc)}"
             )
 
     async def _on_message(self, message: Any) -> None:
@@ -496,7 +351,7 @@ class McpServer:
             self.malformed += 1
             if self.malformed <= MALFORMED_LOGGED:
                 log.warning(
-                    "MCP server %s sent a bad message: %s", self.description, _reason(message)
+                    "MCP server %s sent a bad message: %s", self.description, reason(message)
                 )
 
     def _notify(self, text: str) -> None:
@@ -506,9 +361,3 @@ class McpServer:
         log.info("MCP server %s: %s", self.description, getattr(event, "message", event))
         if self._host is not None:
             self._host.notify(event)
-
-
-def _private_file(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)

@@ -16,10 +16,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from ..tools._api import expand
-from ..tools._base import ToolContext
-from ..tools._registry import ToolsetError
-from ..tools._shell import expand_env
+from ..tools._base import ToolContext, ToolsetError
+from ..tools._expand import expand, expand_env
 
 TRANSPORTS = {"streamable": "streamable", "streamable-http": "streamable", "sse": "sse", "": ""}
 MCP_CATALOG_URL = "https://desktop.docker.com/mcp/catalog/v3/catalog.yaml"

@@ -10,6 +10,7 @@ it to :func:`make_provider`. Importing this package imports the vendor SDKs (abo
 seconds): do it at startup, never inside a request.
 """
 
+from ._anthropic_provider import AnthropicProvider as AnthropicProvider
 from ._base import (
     Delta as Delta,
     ModelConfig as ModelConfig,
@@ -21,25 +22,25 @@ from ._base import (
     TextDelta as TextDelta,
     ToolSpec as ToolSpec,
 )
+from ._bedrock_provider import BedrockProvider as BedrockProvider
 from ._clients import (
     ClientStatistics as ClientStatistics,
     ModelClients as ModelClients,
     open_model_clients as open_model_clients,
 )
+from ._echo import EchoProvider as EchoProvider
 from ._factory import (
     PROVIDERS as PROVIDERS,
     make_provider as make_provider,
     resolve_auto as resolve_auto,
 )
+from ._google_provider import GoogleProvider as GoogleProvider
 from ._keys import KEYLESS_PLACEHOLDER as KEYLESS_PLACEHOLDER
+from ._openai_provider import OpenAIProvider as OpenAIProvider
 from ._retry import Backoff as Backoff
-from .anthropic_provider import AnthropicProvider as AnthropicProvider
-from .bedrock_provider import BedrockProvider as BedrockProvider
-from .echo import EchoProvider as EchoProvider
-from .google_provider import GoogleProvider as GoogleProvider
-from .openai_provider import OpenAIProvider as OpenAIProvider
-from .scripted import (
+from ._scripted import (
     Script as Script,
     ScriptedProvider as ScriptedProvider,
     parse_script as parse_script,
+    script_from_data as script_from_data,
 )

@@ -10,15 +10,15 @@ import attrs
 
 from greenroom.errors import InvalidRequest
 
+from ._anthropic_provider import AnthropicProvider
 from ._base import ModelConfig, Provider
+from ._bedrock_provider import BedrockProvider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
 from ._clients import ModelClients
-from .anthropic_provider import AnthropicProvider
-from .bedrock_provider import BedrockProvider
-from .echo import EchoProvider
-from .google_provider import GoogleProvider
-from .openai_provider import OpenAIProvider
-from .scripted import ScriptedProvider
+from ._echo import EchoProvider
+from ._google_provider import GoogleProvider
+from ._openai_provider import OpenAIProvider
+from ._scripted import ScriptedProvider
 
 AUTO_OPENAI_MODEL = "gpt-5-mini"
 AUTO_ANTHROPIC_MODEL = "claude-sonnet-4-5"

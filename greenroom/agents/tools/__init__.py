@@ -1,11 +1,14 @@
-"""Built-in toolsets: one module per toolset type, all registered in ``TOOLSET_BUILDERS``."""
+"""Built-in toolsets: one module per toolset type, all registered in ``TOOLSET_BUILDERS``.
 
+The ``mcp`` builder lives with the MCP client (``agents/mcp``), imported here so that it is
+registered too; ``background_agents`` lives beside the runtime (``agents/_background_tools.py``).
+"""
+
+from .. import mcp  # noqa: F401  (registers the mcp builder)
 from . import (  # noqa: F401  (each registers its builder)
     _api,
-    _background_agents,
     _fetch,
     _filesystem,
-    _mcp,
     _memory,
     _model_picker,
     _openapi,
@@ -27,6 +30,7 @@ from ._base import (
     ToolContext as ToolContext,
     ToolHost as ToolHost,
     ToolResult as ToolResult,
+    ToolsetError as ToolsetError,
     limit_output as limit_output,
     tool_definition as tool_definition,
 )
@@ -35,7 +39,6 @@ from ._registry import (
     AgentTools as AgentTools,
     Toolset as Toolset,
     ToolsetBuilder as ToolsetBuilder,
-    ToolsetError as ToolsetError,
     ToolsFor as ToolsFor,
     build_tools as build_tools,
     default_tools_for as default_tools_for,

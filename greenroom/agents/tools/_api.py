@@ -9,8 +9,6 @@ the result whatever the status, as upstream.
 from __future__ import annotations
 
 import json
-import re
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,28 +17,20 @@ import trio
 
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
-from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, error, limit_output
+from ._base import (
+    FunctionTool,
+    ToolAnnotations,
+    ToolContext,
+    ToolResult,
+    ToolsetError,
+    error,
+    limit_output,
+)
+from ._expand import expand
 from ._http import USER_AGENT, BadURL, check_url, read_limited
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 TIMEOUT = 30.0
-_PLACEHOLDER = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?\s*\}")
-
-
-def expand(text: str, values: Mapping[str, Any], *, quote: bool = False) -> str:
-    """``${name}`` and ``${obj.key}`` replaced from ``values``; unknown ones stay verbatim."""
-
-    def one(match: re.Match[str]) -> str:
-        head, tail = match.group(1), match.group(2)
-        value = values.get(head)
-        if tail is not None:
-            value = value.get(tail) if isinstance(value, Mapping) else None
-        if value is None or isinstance(value, Mapping):
-            return match.group(0)
-        text = str(value)
-        return urllib.parse.quote(text, safe="") if quote else text
-
-    return _PLACEHOLDER.sub(one, text)
 
 
 @register("api")

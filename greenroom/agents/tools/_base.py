@@ -19,6 +19,7 @@ from greenroom.domain import Event
 
 from .._elicitation import ElicitationAnswer
 from .._oauth_flows import OAuthFlows
+from .._tool_values import Image as Image, ToolResult as ToolResult, error as error
 from ..providers._base import ToolSpec
 
 OUTPUT_LIMIT = 30_000
@@ -60,26 +61,6 @@ class ToolAnnotations:
 
 
 READ_ONLY = ToolAnnotations(read_only=True)
-
-
-@attrs.frozen
-class Image:
-    data: str  # base64
-    mime_type: str
-
-
-@attrs.frozen
-class ToolResult:
-    """What a tool returns: ``output`` for the model, ``meta`` for user interfaces only."""
-
-    output: str
-    is_error: bool = False
-    meta: Any = None
-    images: tuple[Image, ...] = ()
-
-
-def error(output: str, meta: Any = None) -> ToolResult:
-    return ToolResult(output, is_error=True, meta=meta)
 
 
 class Tool(Protocol):
@@ -154,6 +135,10 @@ def string(description: str) -> dict[str, Any]:
 
 def strings(description: str) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
+class ToolsetError(Exception):
+    """A toolset's options are unusable (the message says why, for the warning event)."""
 
 
 class ServicesUnavailable(Exception):

@@ -20,9 +20,9 @@ from protego import Protego
 
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
-from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, error
+from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, ToolsetError, error
 from ._http import ROBOTS_AGENT, USER_AGENT, BadURL, check_url, read_limited
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 ROBOTS_LIMIT = 64 * 1024
 ACCEPT = {

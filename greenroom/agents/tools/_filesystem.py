@@ -31,13 +31,14 @@ from ._base import (
     ToolAnnotations,
     ToolContext,
     ToolResult,
+    ToolsetError,
     error,
     schema,
     string,
     strings,
 )
 from ._paths import Confinement, PathRefused, VcsFilter
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 TREE_LIMIT = 100
 LIST_LIMIT = 100

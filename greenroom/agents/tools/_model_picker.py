@@ -7,8 +7,17 @@ from typing import Any
 
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
-from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, error, schema, string
-from ._registry import Toolset, ToolsetError, register
+from ._base import (
+    FunctionTool,
+    ToolAnnotations,
+    ToolContext,
+    ToolResult,
+    ToolsetError,
+    error,
+    schema,
+    string,
+)
+from ._registry import Toolset, register
 
 
 @register("model_picker")

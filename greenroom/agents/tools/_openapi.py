@@ -23,10 +23,18 @@ from ruamel.yaml import YAML
 
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
-from ._api import expand
-from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, error, limit_output
+from ._base import (
+    FunctionTool,
+    ToolAnnotations,
+    ToolContext,
+    ToolResult,
+    ToolsetError,
+    error,
+    limit_output,
+)
+from ._expand import expand
 from ._http import USER_AGENT, read_limited
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 SPEC_LIMIT = 10 * 1024 * 1024
 TIMEOUT = 30.0

@@ -18,14 +18,10 @@ import trio
 
 from .._config import AgentConfig, ToolsetConfig
 from ..providers._base import ToolSpec
-from ._base import Tool, ToolContext
+from ._base import Tool, ToolContext, ToolsetError
 from ._deferred import deferred_tools
 
 log = logging.getLogger(__name__)
-
-
-class ToolsetError(Exception):
-    """A toolset's options are unusable (the message says why, for the warning event)."""
 
 
 class LiveTools(Protocol):

@@ -23,11 +23,12 @@ from ._base import (
     ToolAnnotations,
     ToolContext,
     ToolResult,
+    ToolsetError,
     error,
     limit_output,
 )
 from ._process import exit_text, run_captured
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 from ._shell import toolset_env
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")

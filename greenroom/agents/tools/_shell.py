@@ -14,7 +14,6 @@ the file (first 10 MiB), and the status comes from polling the process. Closing 
 from __future__ import annotations
 
 import itertools
-import re
 import shutil
 import tempfile
 import time
@@ -33,13 +32,15 @@ from ._base import (
     ToolAnnotations,
     ToolContext,
     ToolResult,
+    ToolsetError,
     error,
     limit_output,
     schema,
     string,
 )
+from ._expand import expand_env
 from ._process import exit_text, go_duration, kill_group, run_captured, spawn
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 DEFAULT_TIMEOUT = 30
 JOB_OUTPUT_LIMIT = 10 * 1024 * 1024
@@ -63,19 +64,6 @@ def toolset_env(config: ToolsetConfig, ctx: ToolContext) -> dict[str, str]:
     for key, value in raw.items():
         env[str(key)] = expand_env(str(value), ctx.env)
     return env
-
-
-def expand_env(text: str, env: Mapping[str, str]) -> str:
-    """``${env.NAME}``, ``$NAME`` and ``${NAME}`` replaced by the variable ("" if unset)."""
-    out = text
-    for key in sorted(env, key=len, reverse=True):
-        out = out.replace("${env." + key + "}", env[key])
-    out = re.sub(r"\$\{env\.[A-Za-z_][A-Za-z0-9_]*\}", "", out)
-    return re.sub(
-        r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)",
-        lambda m: env.get(m.group(1) or m.group(2), ""),
-        out,
-    )
 
 
 def _cwd(root: Path, given: object) -> Path:

@@ -28,12 +28,13 @@ from ._base import (
     ToolAnnotations,
     ToolContext,
     ToolResult,
+    ToolsetError,
     error,
     schema,
     string,
     strings,
 )
-from ._registry import Toolset, ToolsetError, register
+from ._registry import Toolset, register
 
 PRIORITIES = ("critical", "high", "medium", "low")
 STATUSES = ("pending", "in_progress", "done", "blocked")

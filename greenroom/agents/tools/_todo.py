@@ -10,8 +10,17 @@ import attrs
 
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
-from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, schema, string, strings
-from ._registry import Toolset, ToolsetError, register
+from ._base import (
+    FunctionTool,
+    ToolAnnotations,
+    ToolContext,
+    ToolResult,
+    ToolsetError,
+    schema,
+    string,
+    strings,
+)
+from ._registry import Toolset, register
 
 INSTRUCTIONS = (
     "## Todo list\n\n"

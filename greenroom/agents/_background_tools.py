@@ -1,19 +1,23 @@
 """``background_agents``: run a sub-agent on a task in the background, and list, read and stop
-such tasks (spec §4.3). The runtime runs them (``agents/_background.py``)."""
+such tasks (spec §4.3). The runtime runs them (``_background.py``).
+
+The toolset is registered in ``TOOLSET_BUILDERS`` like the built-in ones, but lives beside the
+runtime, not in ``tools/``: its tools run with the calling :class:`Frame` and drive the host's
+:class:`BackgroundAgents`, which the tools layer does not know (``_local.py`` imports this module,
+so the builder is registered whenever the runtime is).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
-from .._config import ToolsetConfig
-from ..providers._base import ToolSpec
-from ._base import ToolAnnotations, ToolContext, ToolResult, error, schema, string
-from ._registry import Toolset, register
-
-if TYPE_CHECKING:
-    from .._background import BackgroundAgents
-    from .._frame import Frame
+from ._background import BackgroundAgents
+from ._config import ToolsetConfig
+from ._frame import Frame, FrameTool
+from .providers._base import ToolSpec
+from .tools._base import ToolAnnotations, ToolContext, ToolResult, error, schema, string
+from .tools._registry import Toolset, register
 
 INSTRUCTIONS = (
     "## Background agents\n\n"
@@ -58,12 +62,18 @@ TITLES = {
 }
 
 
+@runtime_checkable
+class RunsBackgroundAgents(Protocol):
+    """A tool host that runs background agent tasks (``LocalRuntime``)."""
+
+    background: BackgroundAgents
+
+
 @register("background_agents")
 def background_agents_toolset(_: ToolsetConfig, ctx: ToolContext) -> Toolset:
-    from .._frame import FrameTool  # not at import time: _frame imports this package
-
     def manager() -> BackgroundAgents | None:
-        return getattr(ctx.host, "background", None)
+        host: object = ctx.host  # a ToolHost, which may also run background agents
+        return host.background if isinstance(host, RunsBackgroundAgents) else None
 
     async def handle(name: str, frame: Frame, args: Mapping[str, Any]) -> ToolResult:
         agents = manager()

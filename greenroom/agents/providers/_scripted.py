@@ -65,7 +65,7 @@ from greenroom.errors import (
 )
 
 from ._base import ModelRequest, ModelResponse, OnDelta, ReasoningDelta, TextDelta
-from .echo import estimate_tokens
+from ._echo import estimate_tokens
 
 ERRORS: Mapping[str, type[ModelError]] = {
     cls.code: cls

@@ -1,5 +1,7 @@
 """``mcp``: the tools of an MCP server (spec §5). The server runs as a service of the runtime
-(see ``agents/mcp``); its tools are read again between turns when the server changed them.
+(:class:`McpServer`); its tools are read again between turns when the server changed them.
+The builder is registered in ``TOOLSET_BUILDERS`` with the built-in toolsets (``tools/__init__``
+imports this package).
 
 Options: ``command``/``args``/``env`` (local), ``remote: {url, transport_type, headers}``,
 ``ref: docker:NAME`` (exactly one of the three), ``name`` (tool-name prefix), ``config``
@@ -11,9 +13,10 @@ from __future__ import annotations
 import attrs
 
 from .._config import ToolsetConfig
-from ..mcp import McpServer, server_spec
-from ._base import ToolContext
-from ._registry import Toolset, ToolsetError, register
+from ..tools._base import ToolContext, ToolsetError
+from ..tools._registry import Toolset, register
+from ._server import McpServer
+from ._spec import server_spec
 
 
 @register("mcp")
