@@ -117,8 +117,8 @@ def create_app(
                         result = await served_here(lambda: op.handler(ctx, req))
             except GreenroomError as exc:
                 return error_response(exc, op)
-            if op.stream:
-                if op.name == "events":
+            if op.stream is not None:
+                if op.stream == "log":
                     body = log_events(result, config.heartbeat, ctx.shutting_down)
                 else:
                     body = run_events(result)

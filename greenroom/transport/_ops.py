@@ -3,14 +3,15 @@
 An operation names its REST route and WebSocket op, the body class it parses, its success
 status and the statuses it documents; its handler (``_endpoints.py``) gets a ``Request`` (path
 parameters or frame keys, query, headers, parsed body) and returns a ``Reply``. Streaming
-operations return a stream that each transport delivers its own way.
+operations return a stream that each transport delivers its own way (``Operation.stream`` says
+which kind).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -65,6 +66,12 @@ from ._endpoints import (
 __all__ = ["AgentCatalog", "AppConfig", "Context", "Handler", "Operation", "Reply", "Request"]
 
 
+# What a streaming operation's handler returns, so each transport knows how to deliver it:
+# "run", a turn's RunStream (its events, then its end); "log", a Subscription to the session's
+# event log (a replay after a seq, then the live tail).
+StreamKind = Literal["run", "log"]
+
+
 @attrs.frozen
 class Operation:
     name: str  # the WebSocket op
@@ -81,7 +88,7 @@ class Operation:
     overrides: Mapping[type[GreenroomError], tuple[int, str | None]] = attrs.field(factory=dict)
     query: tuple[q.Param, ...] = ()
     header_params: tuple[q.Param, ...] = ()
-    stream: bool = False  # returns a RunStream (run) or is served by each transport itself
+    stream: StreamKind | None = None  # a streaming operation: what its handler returns
     rest: bool = True
     websocket: bool = True
     public: bool = False  # no bearer token needed, and no Host check (probes)
@@ -208,7 +215,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=b.RunBody,
         array_body="messages",
         query=(q.ON_DISCONNECT,),
-        stream=True,
+        stream="run",
         errors=(400, 404, 409, 422, 502),
     ),
     Operation(
@@ -220,7 +227,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=b.RunBody,
         array_body="messages",
         query=(q.ON_DISCONNECT,),
-        stream=True,
+        stream="run",
         errors=(400, 404, 409, 422, 502),
         websocket=False,
     ),
@@ -232,7 +239,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The session's event log: replay after since / Last-Event-ID, then live tail (SSE)",
         query=(q.SINCE,),
         header_params=(q.LAST_EVENT_ID,),
-        stream=True,
+        stream="log",
         websocket=False,  # the WebSocket has subscribe / unsubscribe
         errors=(404,),
     ),
