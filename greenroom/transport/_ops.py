@@ -1,10 +1,10 @@
 """The operation table: every API operation once, served by REST and by WebSocket alike.
 
 An operation names its REST route and WebSocket op, the body class it parses, its success
-status and the statuses it documents; its handler (``_endpoints.py``) gets a ``Request`` (path
-parameters or frame keys, query, headers, parsed body) and returns a ``Reply``. Streaming
-operations return a stream that each transport delivers its own way (``Operation.stream`` says
-which kind).
+status and the statuses it documents; its handler (``_server_endpoints.py``,
+``_session_endpoints.py``, ``_turn_endpoints.py``) gets a ``Request`` (path parameters or frame
+keys, query, headers, parsed body) and returns a ``Reply``. Streaming operations return a stream
+that each transport delivers its own way (``Operation.stream`` says which kind).
 """
 
 from __future__ import annotations
@@ -19,48 +19,52 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
-from ._endpoints import (
+from ._server_endpoints import (
+    agent_tool_count,
+    api_ready,
+    get_agent,
+    health,
+    list_agents,
+    mcp_oauth_callback,
+    mcp_oauth_landing,
+    ping,
+    ready,
+)
+from ._session_endpoints import (
     add_message,
     add_summary,
-    agent_tool_count,
-    answer_elicitation,
-    api_ready,
     approvals,
     batch_delete,
     batch_export_sessions,
-    cancel_turn,
     create_session,
-    decide,
     delete_session,
-    follow_up,
     fork,
-    get_agent,
     get_session,
-    health,
-    list_agents,
-    list_models,
     list_sessions,
-    mcp_oauth_callback,
-    mcp_oauth_landing,
-    pending_decisions,
-    ping,
-    queue_depth,
-    ready,
     recovery,
-    resume,
-    session_status,
     set_permissions,
     set_safety_policy,
     set_starred,
     set_title,
     set_tokens,
     snapshot,
-    start_run,
-    steer,
-    subscribe_events,
     toggle_thinking,
     toggle_tools,
     update_message,
+)
+from ._turn_endpoints import (
+    answer_elicitation,
+    cancel_turn,
+    decide,
+    follow_up,
+    list_models,
+    pending_decisions,
+    queue_depth,
+    resume,
+    session_status,
+    start_run,
+    steer,
+    subscribe_events,
 )
 
 __all__ = ["AgentCatalog", "AppConfig", "Context", "Handler", "Operation", "Reply", "Request"]

@@ -25,13 +25,13 @@ from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
 
 from ._cross_site import check_bearer, check_request
-from ._endpoints import subscribe
 from ._errors import map_error
 from ._forward import ClaimHere, RemoteRun, served_here
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
 from ._sse import BATCH, FLUSH_INTERVAL, LOG_BATCH
+from ._turn_endpoints import subscribe
 
 log = logging.getLogger(__name__)
 
