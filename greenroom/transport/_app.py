@@ -226,7 +226,7 @@ class ShieldedSend:
     quart-trio cancels its per-request nursery while hypercorn may still be writing the
     response from inside the app's task; shielding each send keeps keep-alive connections,
     ``Connection: close`` and early error replies healthy (a client that never reads is
-    dropped by the kernel: see the socket options in serve.py).
+    dropped by the kernel: see the socket options in serve/_http.py).
 
     A reply that starts before the request body was read (an early 401/404/413) waits until
     quart has read the rest of it (quart keeps reading while it answers), else hypercorn
