@@ -51,6 +51,20 @@ class ClusterServing:
     incarnation: int
 
 
+@attrs.frozen
+class Serving:
+    """What one server serves with, gathered as it starts (its task tree, outermost first)."""
+
+    cfg: ServeConfig
+    sources: AgentSources
+    http_config: HypercornConfig  # its sockets already bound
+    embedded: bool  # inside another program: no signal handling, no listening line
+    persistence: Persistence
+    registry: Registry
+    report: RecoveryReport | None = None  # what crash recovery did (a single node only)
+    cluster: ClusterServing | None = None  # a cluster node, once joined
+
+
 async def serve(
     cfg: ServeConfig,
     *,
@@ -102,38 +116,24 @@ async def _serve_bound(
                     persistence, runtime_factory(cfg, sources, oauth, clients)
                 ) as registry,
             ):
-                if persistence.membership is None:
-                    await _serve_registry(
-                        cfg,
-                        sources,
-                        http_config,
-                        embedded,
-                        persistence,
-                        registry,
-                        report,
-                        task_status,
-                    )
-                    return
-                await _serve_cluster(
-                    cfg, sources, http_config, embedded, persistence, registry, task_status, leave
+                serving = Serving(
+                    cfg, sources, http_config, embedded, persistence, registry, report
                 )
+                if persistence.membership is None:
+                    await _serve_registry(serving, task_status)
+                    return
+                await _serve_cluster(serving, task_status, leave)
         finally:
             for node in leave:  # after every actor persisted: its sessions are free at once
                 await node.leave()
 
 
 async def _serve_cluster(
-    cfg: ServeConfig,
-    sources: AgentSources,
-    http_config: HypercornConfig,
-    embedded: bool,
-    persistence: Persistence,
-    registry: Registry,
-    task_status: trio.TaskStatus[str],
-    leave: list[ClusterNode],
+    serving: Serving, task_status: trio.TaskStatus[str], leave: list[ClusterNode]
 ) -> None:
     """A cluster node: join (the lease keeper, the sweeper and the mirrors run beside the
     HTTP server), repair what dead nodes left running, then serve with forwarding."""
+    cfg, persistence, registry = serving.cfg, serving.persistence, serving.registry
     config = ClusterConfig(lease_ttl=cfg.lease_ttl, lease_renew=cfg.lease_renew)
     node = ClusterNode(persistence, registry, config)
     leave.append(node)
@@ -152,34 +152,17 @@ async def _serve_cluster(
         )
         try:
             cluster = ClusterServing(node, forwarder, incarnation)
-            await _serve_registry(
-                cfg,
-                sources,
-                http_config,
-                embedded,
-                persistence,
-                registry,
-                None,
-                task_status,
-                cluster,
-            )
+            await _serve_registry(attrs.evolve(serving, cluster=cluster), task_status)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await forwarder.aclose()
             nursery.cancel_scope.cancel(reason="server stopped")
 
 
-async def _serve_registry(
-    cfg: ServeConfig,
-    sources: AgentSources,
-    http_config: HypercornConfig,
-    embedded: bool,
-    persistence: Persistence,
-    registry: Registry,
-    report: RecoveryReport | None,
-    task_status: trio.TaskStatus[str],
-    cluster: ClusterServing | None = None,
-) -> None:
+async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -> None:
+    """Serve HTTP over the registry until stopped: the signal watcher, the retention sweeps and
+    hypercorn in one nursery, then the listening line and the startup summary."""
+    cfg, registry, cluster = serving.cfg, serving.registry, serving.cluster
     allowed_hosts = cfg.allowed_hosts
     if cluster is not None:  # forwarded requests name this node as other nodes reach it
         allowed_hosts = (*allowed_hosts, urlsplit(cfg.advertise_url).hostname or "")
@@ -195,7 +178,7 @@ async def _serve_registry(
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
     app = create_app(
         registry,
-        SourcesCatalog(sources),
+        SourcesCatalog(serving.sources),
         app_config,
         oauth,
         forwarder=cluster.forwarder if cluster is not None else None,
@@ -222,9 +205,9 @@ async def _serve_registry(
             cfg.drain_seconds,
         )
         with trio.move_on_after(cfg.drain_seconds):
-            if persistence.membership is not None:
+            if serving.persistence.membership is not None:
                 try:
-                    await persistence.membership.drain()
+                    await serving.persistence.membership.drain()
                 except GreenroomError as exc:
                     log.warning("marking this node draining failed: %s", exc)
             await registry.wait_turns_over()
@@ -244,15 +227,15 @@ async def _serve_registry(
         async def run_server(*, task_status: trio.TaskStatus[list[str]]) -> None:
             await hypercorn.trio.serve(
                 ClientLimits(ShieldedSend(app), cfg.max_connections_per_client),
-                http_config,
+                serving.http_config,
                 shutdown_trigger=stop.wait,
                 task_status=task_status,
             )
             nursery.cancel_scope.cancel(reason="server stopped")
 
-        if not embedded:
+        if not serving.embedded:
             nursery.start_soon(_watch_signals, begin_shutdown)
-        nursery.start_soon(_retain, persistence, cfg.retention, cfg.retention_interval)
+        nursery.start_soon(_retain, serving.persistence, cfg.retention, cfg.retention_interval)
         binds = await nursery.start(run_server)
         if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()
@@ -261,10 +244,10 @@ async def _serve_registry(
             # Known now (the port may have been 0): browsers come back to this server.
             redirect = f"{url}{MCP_OAUTH_LANDING}"
             factory.mcp = attrs.evolve(factory.mcp, oauth_redirect_uri=redirect)
-        if not embedded:
+        if not serving.embedded:
             print(f"greenroom listening on {url}", flush=True)
             node = None if cluster is None else (cluster.node.node_id, cluster.incarnation)
-            for line in startup_summary(cfg, sources, report, node):
+            for line in startup_summary(cfg, serving.sources, serving.report, node):
                 print(f"  {line}", flush=True)
         task_status.started(url)
 
