@@ -1,9 +1,9 @@
 """The one exception tree of greenroom.
 
 Every error a client can see is a :class:`GreenroomError`. Each class carries the HTTP status and
-the stable machine ``code`` the transports put on the wire, and those a client should retry the
-seconds of their ``Retry-After`` (``retry_after``), so the mapping to REST statuses and WebSocket
-error frames happens in exactly one place: here.
+the stable machine ``code`` the transports put on the wire (and, if a client should retry, the
+``retry_after`` seconds of the ``Retry-After`` header), so the mapping to REST statuses and
+WebSocket error frames happens in exactly one place: here.
 
 ::
 
