@@ -1,7 +1,8 @@
 """The one exception tree of greenroom.
 
 Every error a client can see is a :class:`GreenroomError`. Each class carries the HTTP status and
-the stable machine ``code`` the transports put on the wire, so the mapping to REST statuses and
+the stable machine ``code`` the transports put on the wire (and, if a client should retry, the
+``retry_after`` seconds of the ``Retry-After`` header), so the mapping to REST statuses and
 WebSocket error frames happens in exactly one place: here.
 
 ::
@@ -123,6 +124,8 @@ class GreenroomError(Exception):
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal_error"
     default_message: ClassVar[str] = "internal error"
+    # Seconds a client should wait before trying again (the Retry-After header); None: no header.
+    retry_after: int | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message
@@ -308,10 +311,12 @@ class QueueFull(GreenroomError):
     status = 429
     code = "queue_full"
     default_message = "queue full"
+    retry_after = 1
 
-    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+    def __init__(self, message: str | None = None, *, retry_after: int | None = None) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        if retry_after is not None:
+            self.retry_after = retry_after
 
 
 class TooManyConnections(QueueFull):
@@ -393,10 +398,12 @@ class OwnerUnavailable(GreenroomError):
     status = 503
     code = "owner_unavailable"
     default_message = "the node that owns this session does not answer; retry shortly"
+    retry_after = 1  # or, raised by the forwarder, the seconds the owner's lease has left
 
-    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+    def __init__(self, message: str | None = None, *, retry_after: int | None = None) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        if retry_after is not None:
+            self.retry_after = retry_after
 
 
 class NodeFenced(GreenroomError):
@@ -405,6 +412,7 @@ class NodeFenced(GreenroomError):
     status = 503
     code = "node_fenced"
     default_message = "this node lost its cluster lease and is rejoining; retry shortly"
+    retry_after = 1
 
 
 class StoreError(GreenroomError):
@@ -425,6 +433,7 @@ class DatabaseUnavailable(StoreError):
     status = 503
     code = "database_unavailable"
     default_message = "the database is unavailable; retry shortly"
+    retry_after = 1
 
 
 class DatabaseError(StoreError):

@@ -20,20 +20,9 @@ from prompt_toolkit.formatted_text import FormattedText
 
 from greenroom.client import ApiError, ClientError, Event, EventStream, GreenroomClient
 
+from ._commands import COMMANDS, Quit
+from ._handlers import HANDLERS
 from ._output import Output, plain_terminal
-
-HELP = """commands:
-  /sessions            list sessions            /open N   open session N of the list
-  /new                 start a new session      /fork N   fork before your Nth message
-  /title TEXT          rename this session      /star     star or unstar it
-  /agent [NAME]        show or pick the agent   /model [REF]  show or pick the model
-  /steer TEXT          steer a running turn     /followup TEXT  queue for after the turn
-  /cancel              cancel a running turn    /help, /quit
-Ctrl-C during a turn cancels it; Ctrl-D quits."""
-
-
-class Quit(Exception):
-    pass
 
 
 class ChatApp:
@@ -196,8 +185,6 @@ class ChatApp:
         self.connection = shown
 
     def on_event(self, event: Event) -> None:
-        from ._handlers import HANDLERS  # they need this class: imported late
-
         handler = HANDLERS.get(event.type)
         if handler is not None:
             handler(self, event)
@@ -335,8 +322,6 @@ class ChatApp:
     async def command(self, tasks: TaskGroup, line: str) -> None:
         name, _, arg = line[1:].partition(" ")
         arg = arg.strip()
-        from ._commands import COMMANDS  # they need this class: imported late
-
         handler = COMMANDS.get(name)
         if handler is None:
             self.out.error(f"unknown command /{name} (/help lists them)")

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskGroup
 
 from greenroom.client import ApiError
 
-from ._app import HELP, ChatApp, Quit
+if TYPE_CHECKING:
+    from ._app import ChatApp
 
-Command = Callable[[ChatApp, TaskGroup, str], Awaitable[None]]
+HELP = """commands:
+  /sessions            list sessions            /open N   open session N of the list
+  /new                 start a new session      /fork N   fork before your Nth message
+  /title TEXT          rename this session      /star     star or unstar it
+  /agent [NAME]        show or pick the agent   /model [REF]  show or pick the model
+  /steer TEXT          steer a running turn     /followup TEXT  queue for after the turn
+  /cancel              cancel a running turn    /help, /quit
+Ctrl-C during a turn cancels it; Ctrl-D quits."""
+
+
+class Quit(Exception):
+    """Raised by ``/quit``: the chat loop ends."""
+
+
+Command = Callable[["ChatApp", TaskGroup, str], Awaitable[None]]
 
 
 async def _help(app: ChatApp, tasks: TaskGroup, arg: str) -> None:

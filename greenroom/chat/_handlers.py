@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from greenroom.client import Event
 
-from ._app import ChatApp
+if TYPE_CHECKING:
+    from ._app import ChatApp
 
 
 def _on_stream_started(app: ChatApp, event: Event) -> None:

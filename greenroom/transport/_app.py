@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import trio
-from quart import Response, request, websocket
+from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
 from greenroom.cluster import Mirrors
-from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge, Unauthorized
+from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
 
-from ._cross_site import check_json_content_type, check_request
+from ._cross_site import check_bearer, check_json_content_type, check_request
 from ._errors import map_error
 from ._forward import HOP_HEADER, ClaimHere, Forwarder, served_here
 from ._json import check_params, dumps, parse_body
@@ -25,6 +24,7 @@ from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
+from ._ws import register_websocket
 
 PUBLIC_PATHS = frozenset({"/health", "/ready"})
 BEARER_FREE_PATHS = frozenset(op.path for op in OPERATIONS if not op.bearer)
@@ -39,17 +39,6 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 def error_response(exc: GreenroomError, op: Operation | None = None) -> Response:
     status, body, headers = map_error(exc, op)
     return json_response(body, status, headers)
-
-
-def check_bearer(header: str, token: str) -> None:
-    """Raise Unauthorized unless ``header`` is ``Bearer <token>`` (constant-time compare)."""
-    if not header:
-        raise Unauthorized("missing Authorization header")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given:
-        raise Unauthorized("invalid Authorization header format")
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise Unauthorized("invalid token")
 
 
 def _quart_path(path: str) -> str:
@@ -128,8 +117,8 @@ def create_app(
                         result = await served_here(lambda: op.handler(ctx, req))
             except GreenroomError as exc:
                 return error_response(exc, op)
-            if op.stream:
-                if op.name == "events":
+            if op.stream is not None:
+                if op.stream == "log":
                     body = log_events(result, config.heartbeat, ctx.shutting_down)
                 else:
                     body = run_events(result)
@@ -200,8 +189,6 @@ def create_app(
     async def greenroom_error(exc: GreenroomError) -> Response:
         return error_response(exc)
 
-    from ._ws import register_websocket
-
     register_websocket(app, ctx)
     register_page(app)
     return app
@@ -239,7 +226,7 @@ class ShieldedSend:
     quart-trio cancels its per-request nursery while hypercorn may still be writing the
     response from inside the app's task; shielding each send keeps keep-alive connections,
     ``Connection: close`` and early error replies healthy (a client that never reads is
-    dropped by the kernel: see the socket options in serve.py).
+    dropped by the kernel: see the socket options in serve/_http.py).
 
     A reply that starts before the request body was read (an early 401/404/413) waits until
     quart has read the rest of it (quart keeps reading while it answers), else hypercorn
@@ -281,4 +268,4 @@ async def _early_reply(scope: Any, message: Any, request_read: trio.Event) -> An
     return {**message, "headers": [*headers, (b"connection", b"close")]}
 
 
-__all__ = ["ShieldedSend", "check_bearer", "create_app", "websocket"]
+__all__ = ["ShieldedSend", "create_app"]

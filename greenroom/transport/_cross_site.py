@@ -1,8 +1,9 @@
-"""Refusing what a browser sends on another site's behalf (docs/security.md).
+"""The edge checks of every request, as pure functions of its method and headers, so the HTTP
+app and the WebSocket endpoint apply the same code: the bearer token, and refusing what a
+browser sends on another site's behalf (docs/security.md).
 
 A greenroom on loopback with no token trusts whoever can reach it, and a web page the user
-visits can reach it too. Three rules close that door; each is a pure function of the request's
-method and headers, so the HTTP app and the WebSocket endpoint apply the same code:
+visits can reach it too. Three rules close that door:
 
 - ``Host`` must name a host this server answers to (421): stops DNS rebinding, where a page's
   own domain is re-pointed at 127.0.0.1 and so becomes same-origin with the server.
@@ -13,12 +14,18 @@ method and headers, so the HTTP app and the WebSocket endpoint apply the same co
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 from collections.abc import Mapping
 
 import attrs
 
-from greenroom.errors import CrossSiteRequest, HostNotAllowed, UnsupportedMediaType
+from greenroom.errors import (
+    CrossSiteRequest,
+    HostNotAllowed,
+    Unauthorized,
+    UnsupportedMediaType,
+)
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
@@ -124,3 +131,14 @@ def check_json_content_type(content_type: str | None) -> None:
     raise UnsupportedMediaType(
         f"request bodies must be JSON: send Content-Type: application/json (got {shown})"
     )
+
+
+def check_bearer(header: str, token: str) -> None:
+    """Raise Unauthorized unless ``header`` is ``Bearer <token>`` (constant-time compare)."""
+    if not header:
+        raise Unauthorized("missing Authorization header")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        raise Unauthorized("invalid Authorization header format")
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise Unauthorized("invalid token")

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from greenroom.errors import (
-    DatabaseUnavailable,
-    GreenroomError,
-    NodeFenced,
-    OwnerUnavailable,
-    QueueFull,
-    Unauthorized,
-)
+from greenroom.errors import GreenroomError, Unauthorized
 
 from ._json import error_body
 
@@ -30,10 +23,8 @@ def map_error(
                 status, code = override_status, override_code
                 break
     headers = {}
-    if isinstance(exc, QueueFull | OwnerUnavailable):
+    if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    elif isinstance(exc, NodeFenced | DatabaseUnavailable):
-        headers["Retry-After"] = "1"
     if isinstance(exc, Unauthorized):  # RFC 6750: say which scheme to use
         headers["WWW-Authenticate"] = 'Bearer realm="greenroom"'
     return status, error_body(exc, code=code), headers

@@ -1,16 +1,17 @@
 """The operation table: every API operation once, served by REST and by WebSocket alike.
 
 An operation names its REST route and WebSocket op, the body class it parses, its success
-status and the statuses it documents; its handler (``_endpoints.py``) gets a ``Request`` (path
-parameters or frame keys, query, headers, parsed body) and returns a ``Reply``. Streaming
-operations return a stream that each transport delivers its own way.
+status and the statuses it documents; its handler (``_server_endpoints.py``,
+``_session_endpoints.py``, ``_turn_endpoints.py``) gets a ``Request`` (path parameters or frame
+keys, query, headers, parsed body) and returns a ``Reply``. Streaming operations return a stream
+that each transport delivers its own way (``Operation.stream`` says which kind).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -18,51 +19,61 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
-from ._endpoints import (
+from ._server_endpoints import (
+    agent_tool_count,
+    api_ready,
+    get_agent,
+    health,
+    list_agents,
+    mcp_oauth_callback,
+    mcp_oauth_landing,
+    ping,
+    ready,
+)
+from ._session_endpoints import (
     add_message,
     add_summary,
-    agent_tool_count,
-    answer_elicitation,
-    api_ready,
     approvals,
     batch_delete,
     batch_export_sessions,
-    cancel_turn,
     create_session,
-    decide,
     delete_session,
-    follow_up,
     fork,
-    get_agent,
     get_session,
-    health,
-    list_agents,
-    list_models,
     list_sessions,
-    mcp_oauth_callback,
-    mcp_oauth_landing,
-    pending_decisions,
-    ping,
-    queue_depth,
-    ready,
     recovery,
-    resume,
-    session_status,
     set_permissions,
     set_safety_policy,
     set_starred,
     set_title,
     set_tokens,
     snapshot,
-    start_run,
-    steer,
-    subscribe_events,
     toggle_thinking,
     toggle_tools,
     update_message,
 )
+from ._turn_endpoints import (
+    answer_elicitation,
+    cancel_turn,
+    decide,
+    follow_up,
+    list_models,
+    pending_decisions,
+    queue_depth,
+    resume,
+    session_status,
+    start_run,
+    steer,
+    subscribe_events,
+)
 
 __all__ = ["AgentCatalog", "AppConfig", "Context", "Handler", "Operation", "Reply", "Request"]
+
+
+# What a streaming operation's handler returns, so each transport knows how to deliver it:
+# "run", a turn's RunStream (its events, then its end); "log", a Subscription to the session's
+# event log (a replay after a seq, then the live tail).
+StreamKind = Literal["run", "log"]
 
 
 @attrs.frozen
@@ -81,7 +92,7 @@ class Operation:
     overrides: Mapping[type[GreenroomError], tuple[int, str | None]] = attrs.field(factory=dict)
     query: tuple[q.Param, ...] = ()
     header_params: tuple[q.Param, ...] = ()
-    stream: bool = False  # returns a RunStream (run) or is served by each transport itself
+    stream: StreamKind | None = None  # a streaming operation: what its handler returns
     rest: bool = True
     websocket: bool = True
     public: bool = False  # no bearer token needed, and no Host check (probes)
@@ -208,7 +219,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=b.RunBody,
         array_body="messages",
         query=(q.ON_DISCONNECT,),
-        stream=True,
+        stream="run",
         errors=(400, 404, 409, 422, 502),
     ),
     Operation(
@@ -220,7 +231,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=b.RunBody,
         array_body="messages",
         query=(q.ON_DISCONNECT,),
-        stream=True,
+        stream="run",
         errors=(400, 404, 409, 422, 502),
         websocket=False,
     ),
@@ -232,7 +243,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The session's event log: replay after since / Last-Event-ID, then live tail (SSE)",
         query=(q.SINCE,),
         header_params=(q.LAST_EVENT_ID,),
-        stream=True,
+        stream="log",
         websocket=False,  # the WebSocket has subscribe / unsubscribe
         errors=(404,),
     ),

@@ -24,14 +24,14 @@ from greenroom.actors import LogEntry, RunStream, Subscription
 from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
 
-from ._cross_site import check_request
-from ._endpoints import subscribe
+from ._cross_site import check_bearer, check_request
 from ._errors import map_error
 from ._forward import ClaimHere, RemoteRun, served_here
 from ._json import MAX_BODY, check_path_params, load_json
 from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
 from ._sse import BATCH, FLUSH_INTERVAL, LOG_BATCH
+from ._turn_endpoints import subscribe
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,6 @@ def register_websocket(app: QuartTrio, ctx: Context) -> None:
 def _authenticate(token: str) -> str | None:
     """Accept ``Authorization: Bearer`` or, for browsers, ``Sec-WebSocket-Protocol:
     bearer.<token>`` (echoed back as the chosen subprotocol)."""
-    from ._app import check_bearer
-
     header = websocket.headers.get("Authorization", "")
     if header:
         check_bearer(header, token)

@@ -10,7 +10,7 @@ import trio
 
 import greenroom.client
 from greenroom.client import ApiError, GreenroomClient, Unreachable
-from greenroom.client._sse import Frame, SSEParser
+from greenroom.client._sse import Frame, SSEParser  # white-box: the parser on its own
 
 
 async def lines(*items: str) -> AsyncIterator[str]:

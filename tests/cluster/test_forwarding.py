@@ -26,7 +26,7 @@ from greenroom.errors import GreenroomError, OwnedElsewhere
 from greenroom.persistence import MemoryStore, Persistence
 from greenroom.serve import ServeConfig, hypercorn_config
 from greenroom.transport import AppConfig, Forwarder, ShieldedSend, create_app
-from greenroom.transport._forward import MAX_FRAME, RemoteRun, Upstream
+from greenroom.transport._forward import MAX_FRAME, RemoteRun, Upstream  # white-box
 from tests.cluster.fake_cluster import FakeCluster, NodeView, _Owner
 from tests.fakes import FakeFactory, FakeRuntime
 from tests.transport.support import AGENT, FakeCatalog

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-import greenroom.serve
+import greenroom.serve._server  # white-box: the store serve opens is replaced by the fake one
 from greenroom.domain import Session
 from greenroom.persistence import MemoryStore
 from greenroom.serve import ServeConfig, serve
@@ -56,7 +56,7 @@ async def test_two_served_nodes_forward_and_fence(monkeypatch: pytest.MonkeyPatc
         yield cluster.view(node_id, advertise_url)
         await trio.lowlevel.checkpoint()
 
-    monkeypatch.setattr(greenroom.serve, "open_store", fake_open_store)
+    monkeypatch.setattr(greenroom.serve._server, "open_store", fake_open_store)
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery, httpx.AsyncClient() as client:
             url_a = await nursery.start(partial(serve, node_config("a"), embedded=True))

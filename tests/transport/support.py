@@ -20,6 +20,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from greenroom.actors import Registry
 from greenroom.agents import TurnIO
+from greenroom.client._sse import SSEParser  # white-box: the client keeps its parser private
 from greenroom.domain import AgentChoice, Event, Session, StreamStopped
 from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 from greenroom.persistence import MemoryStore
@@ -140,47 +141,43 @@ class SSEFrame:
         return str(self.data.get("type", "")) if isinstance(self.data, dict) else ""
 
 
+class _Lines:
+    """A response's lines on their way to the parser, noting the comment (``: ping``) among
+    them: the client's parser reads a comment only as a sign of life."""
+
+    def __init__(self, lines: AsyncIterator[str]) -> None:
+        self._lines = lines
+        self.comment = ""
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.__anext__()
+        if line.startswith(":"):
+            self.comment = line[1:].strip()
+        return line
+
+
 class SSEReader:
-    """Parse an SSE body into frames (comments such as ``: ping`` included).
+    """Parse an SSE body into frames (comments such as ``: ping`` included), with the client's
+    own parser.
 
     A plain async iterator, not an async generator: a test may stop reading mid-stream without
     leaving a generator for the garbage collector (httpx's own are filtered in pyproject).
     """
 
     def __init__(self, response: httpx.Response) -> None:
-        self._lines = response.aiter_lines()
-        self._done = False
+        self._lines = _Lines(response.aiter_lines())
+        self._frames = SSEParser(self._lines)
 
     def __aiter__(self) -> SSEReader:
         return self
 
     async def __anext__(self) -> SSEFrame:
-        if self._done:
-            raise StopAsyncIteration
-        current = SSEFrame()
-        data_lines: list[str] = []
-        seen = False
-        while True:
-            try:
-                line = await self._lines.__anext__()
-            except StopAsyncIteration:
-                self._done = True
-                if not seen:
-                    raise
-                line = ""
-            if line == "":
-                if seen:
-                    if data_lines:
-                        current.data = without_timestamp(json.loads("\n".join(data_lines)))
-                    return current
-                continue
-            seen = True
-            if line.startswith(":"):
-                current.comment = line[1:].strip()
-            elif line.startswith("id:"):
-                current.id = int(line[3:].strip())
-            elif line.startswith("data:"):
-                data_lines.append(line[5:].removeprefix(" "))
+        self._lines.comment = ""
+        frame = await self._frames.__anext__()
+        return SSEFrame(without_timestamp(frame.data), frame.id, self._lines.comment)
 
 
 def sse_frames(response: httpx.Response) -> SSEReader:

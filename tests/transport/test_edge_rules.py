@@ -17,7 +17,7 @@ from greenroom.errors import (
     InvalidRequest,
     UnsupportedMediaType,
 )
-from greenroom.transport import _bodies as b
+from greenroom.transport import _bodies as b  # white-box, here and below: pure rules
 from greenroom.transport._cross_site import (
     SitePolicy,
     check_json_content_type,

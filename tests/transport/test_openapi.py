@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
 
 from greenroom.transport import OPERATIONS, create_app
-from greenroom.transport._openapi import build_openapi
+from greenroom.transport._openapi import build_openapi  # white-box: the document on its own
 from tests.fuzz.run import TOKEN, live_server
 
 

@@ -14,7 +14,12 @@ import trio.testing
 
 from greenroom.actors import EventLog, LogEntry, RunStream
 from greenroom.domain import AgentChoice
-from greenroom.transport._sse import FLUSH_INTERVAL, frame, log_events, run_events
+from greenroom.transport._sse import (  # white-box: the SSE bodies on their own
+    FLUSH_INTERVAL,
+    frame,
+    log_events,
+    run_events,
+)
 
 ENTRIES = {n: LogEntry.of(n, AgentChoice(f"t{n}", "root", "s")) for n in range(1, 12)}
 

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from greenroom.serve import SEND_BUFFER, TCP_USER_TIMEOUT_MS, ServeConfig, hypercorn_config
-from greenroom.transport import AppConfig, _app as transport_app
+from greenroom.transport import AppConfig, _app as transport_app  # white-box: DRAIN_SECONDS
 from tests.transport.support import (
     Live,
     RawConnection,
