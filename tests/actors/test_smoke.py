@@ -1,3 +1,6 @@
+"""The shortest path through an actor: one run streams its events with seqs, then the title
+and the reply are in the live session and the store. Mock clock; every wait is bounded."""
+
 from __future__ import annotations
 
 import trio
@@ -19,8 +22,9 @@ async def test_run_turn_end_to_end(
     factory.titles = GatedTitles("A title")
     session = await registry.create(Session.new())
     handle = registry.session(session.id)
-    stream = await handle.run("agent", (user("hi"),))
-    entries = await drain(stream)
+    with trio.fail_after(5):
+        stream = await handle.run("agent", (user("hi"),))
+        entries = await drain(stream)
     assert [e.json()["type"] for e in entries] == ["agent_choice"] * 3
     assert [e.seq for e in entries] == [1, 2, 3]
     factory.titles.release()

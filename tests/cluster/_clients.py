@@ -151,12 +151,16 @@ async def running_turns(database_url: str, session_id: str) -> int:
     return int((await run_sql(database_url, sql, session_id))[0][0])
 
 
-async def eventually(what: str, condition: Callable[[], Awaitable[bool]], limit: float) -> float:
-    """Poll ``condition`` until it holds; the seconds it took. Fails after ``limit`` s."""
+async def eventually(
+    what: str, condition: Callable[[], Awaitable[bool] | bool], limit: float
+) -> float:
+    """Poll ``condition`` (plain or async) until it holds; the seconds it took. Fails after
+    ``limit`` s."""
     start = trio.current_time()
     with trio.move_on_after(limit):
         for _ in range(int(limit / POLL) + 1):
-            if await condition():
+            held = condition()
+            if held if isinstance(held, bool) else await held:
                 return trio.current_time() - start
             await trio.sleep(POLL)  # real clock: the nodes are other processes
     raise AssertionError(f"{what}: not within {limit} s")

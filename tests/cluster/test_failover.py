@@ -4,6 +4,7 @@ another node, and tool calls in doubt wait for a person's decision."""
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 import pytest
@@ -25,6 +26,8 @@ from tests.cluster._clients import (
 )
 from tests.cluster._nodes import Cluster, node_client
 from tests.crash_support import side_effect_lines, user
+
+log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -60,7 +63,7 @@ async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:
         await eventually("tokens flowing", lambda: tokens_at_least(roamers[0], 3), 20)
         ws_on_n3 = WsSubscriber(streaming)  # live from n3's mirror, over the WebSocket
         nursery.start_soon(ws_on_n3.run, n3)
-        await eventually("ws on n3 live", lambda: _true(len(ws_on_n3.events) >= 3), 20)
+        await eventually("ws on n3 live", lambda: len(ws_on_n3.events) >= 3, 20)
         epochs = {s: (await head(nodes.dsn, s))[0] for s in (streaming, skipped, rerun)}
         assert {(await head(nodes.dsn, s))[1] for s in epochs} == {"n1"}
 
@@ -69,14 +72,14 @@ async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:
         waited = await eventually(
             "takeover", lambda: all_taken_over(nodes, epochs, "n1"), TAKEOVER_BOUND
         )
-        print(f"takeover after kill -9: {waited:.2f} s (ttl {nodes.ttl} s)")
+        log.info("takeover after kill -9: %.2f s (ttl %s s)", waited, nodes.ttl)
         for roamer in roamers[:3]:
             seen = partial(has_type, roamer, "turn_interrupted")
             await eventually(f"{roamer.name} sees the interruption", seen, 10)
         assert "n2" in roamers[0].served  # resumed by Last-Event-ID on a survivor
         await eventually(
             "the WebSocket on n3 sees the interruption",
-            lambda: _true("turn_interrupted" in ws_on_n3.types()),
+            lambda: "turn_interrupted" in ws_on_n3.types(),
             10,
         )
         seqs = [seq for seq, _ in ws_on_n3.events]
@@ -126,7 +129,3 @@ async def all_taken_over(nodes: Cluster, epochs: dict[str, int], dead: str) -> b
 async def owned_by(nodes: Cluster, sessions: list[str], name: str) -> bool:
     owners = [(await head(nodes.dsn, s))[1] for s in sessions]
     return owners == [name] * len(sessions)
-
-
-async def _true(value: bool) -> bool:
-    return value
