@@ -170,7 +170,7 @@ async def idle_actors(count: int, measure: Callable[[], int]) -> dict[str, float
         gc.collect()
         with_sessions = measure()
         for session_id in ids:
-            await registry.session(session_id).pending_decisions()  # spawns an idle actor
+            (await registry.subscribe(session_id)).close()  # spawns an idle actor, no command
         await trio.sleep(0.01)
         gc.collect()
         with_actors = measure()
