@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-import greenroom.client
 from greenroom.client import ApiError, GreenroomClient, Unreachable
 from greenroom.client._sse import Frame, SSEParser  # white-box: the parser on its own
 
@@ -75,15 +74,3 @@ async def test_unreachable_server() -> None:
     async with GreenroomClient(f"http://127.0.0.1:{port}") as client:
         with trio.fail_after(10), pytest.raises(Unreachable):
             await client.sessions()
-
-
-def test_public_names() -> None:
-    assert set(greenroom.client.__all__) == {
-        "ApiError",
-        "ClientError",
-        "ConnectionState",
-        "Event",
-        "EventStream",
-        "GreenroomClient",
-        "Unreachable",
-    }
