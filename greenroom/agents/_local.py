@@ -315,6 +315,15 @@ class LocalRuntime:
         agent = self._config.agents.get(agent_name, self._agent)
         return await self._loop.tool_calls.rerun(self._tools_of(agent), call)
 
+    @property
+    def tool_context(self) -> ToolContext:
+        """What this runtime's tools are given (working directory, environment, ...)."""
+        return self._tool_context
+
+    def tools_of(self, agent: AgentConfig | None = None) -> AgentTools:
+        """The tools ``agent`` (by default the current one) is offered, built on first use."""
+        return self._tools_of(agent or self._agent)
+
     def _tools_of(self, agent: AgentConfig) -> AgentTools:
         tools = self._tools.get(agent.name)
         if tools is None:

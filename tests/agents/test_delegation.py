@@ -250,15 +250,15 @@ async def test_a_handoff_to_an_agent_not_listed_is_refused(autojump_clock: Any) 
 def test_delegation_tools_are_offered_only_to_agents_with_team_members() -> None:
     runtime = team(Providers())
     agents = parse_agent_file(TEAM, "team.yaml").agents
-    assert {"transfer_task", "handoff"} <= set(runtime._tools_of(agents["root"]).tools)
-    assert "handoff" not in runtime._tools_of(agents["helper"]).tools
-    assert not {"transfer_task", "handoff"} & set(runtime._tools_of(agents["deep"]).tools)
+    assert {"transfer_task", "handoff"} <= set(runtime.tools_of(agents["root"]).tools)
+    assert "handoff" not in runtime.tools_of(agents["helper"]).tools
+    assert not {"transfer_task", "handoff"} & set(runtime.tools_of(agents["deep"]).tools)
 
 
 @pytest.mark.parametrize("agent", ["root"])
 def test_transfer_and_handoff_definitions(agent: str) -> None:
     runtime = team(Providers())
-    tools = runtime._tools_of(parse_agent_file(TEAM, "team.yaml").agents[agent]).tools
+    tools = runtime.tools_of(parse_agent_file(TEAM, "team.yaml").agents[agent]).tools
     transfer_tool, handoff_tool = tools["transfer_task"], tools["handoff"]
     assert transfer_tool.spec.parameters["required"] == ["agent", "task", "expected_output"]
     assert transfer_tool.annotations.read_only and transfer_tool.category == "transfer"

@@ -132,7 +132,7 @@ async def test_runtimes_share_one_read_only_environment_until_it_changes(
     f = LocalRuntimeFactory(sources, provider_for=FakeProvider(text("x")).provider_for)
     first = await f.build("team", "", Session.new())
     second = await f.build("team", "", Session.new())
-    env_of = lambda built: built.runtime._tool_context.env  # noqa: E731
+    env_of = lambda built: built.runtime.tool_context.env  # noqa: E731
     assert env_of(first) is env_of(second)
     assert env_of(first)["GREENROOM_FACTORY_TEST"] == "one"
     with pytest.raises(TypeError):

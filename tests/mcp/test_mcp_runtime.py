@@ -125,7 +125,7 @@ async def test_a_changed_tool_list_is_taken_at_the_next_turn(tmp_path: Path) -> 
             io = approved("grow")
             await rt.run_stream(io)
             assert "fresh" not in [t.name for t in provider.requests[1].tools]
-            server = rt._tools_of(rt._agent).entries[0].built.live
+            server = rt.tools_of().entries[0].built.live
             assert server is not None
             await until(lambda: "fresh" in [t.spec.name for t in server.current()[0]])
             io.add_user("again")
@@ -174,7 +174,7 @@ async def test_servers_start_when_served_and_stop_with_it(tmp_path: Path) -> Non
     provider = FakeProvider(tool_step(call("pid", {})), text("ok"))
     with trio.fail_after(DEADLINE):
         async with served(provider, agent_yaml(), tmp_path) as rt:
-            server = rt._tools_of(rt._agent).entries[0].built.live
+            server = rt.tools_of().entries[0].built.live
             assert server is not None and server.state == "ready"  # type: ignore[attr-defined]
             io = start(FakeIO(), "pid?")
             await rt.run_stream(io)
