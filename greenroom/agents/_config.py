@@ -81,6 +81,14 @@ class AgentConfig:
     safety: str = ""
     """The author's default safety policy for sessions that start on this agent."""
     fallback: FallbackConfig | None = None
+    max_cost: float = 0.0
+    """USD a session may spend on this agent's turns (0: no budget)."""
+    num_history_items: int = 0
+    """Conversation messages a prompt keeps at most (user messages always; 0: all)."""
+    max_old_tool_call_tokens: int = 0
+    """Tokens of tool results kept whole in a prompt, newest first (0: the default budget)."""
+    max_consecutive_tool_calls: int = 0
+    """Identical tool calls in a row that stop a turn (0: no limit)."""
 
 
 @attrs.frozen
@@ -205,6 +213,10 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "add_date": agent.add_date,
             "safety": agent.safety,
             "fallback": {"models": list(agent.fallback.models)} if agent.fallback else None,
+            "max_cost": agent.max_cost,
+            "num_history_items": agent.num_history_items,
+            "max_old_tool_call_tokens": agent.max_old_tool_call_tokens,
+            "max_consecutive_tool_calls": agent.max_consecutive_tool_calls,
         }
     )
 
@@ -213,6 +225,9 @@ def _model_json(model: ModelConfig) -> dict[str, Any]:
     values = attrs.asdict(model, recurse=False)
     del values["name"]
     values["provider_opts"] = _thaw(model.provider_opts) or None
+    facts = values.pop("facts")
+    if facts is not None:
+        values.update(facts.as_keys())
     return {k: v for k, v in values.items() if v not in (None, "")}
 
 

@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 import attrs
 
-from greenroom.errors import AgentConfigError
+from greenroom.errors import AgentConfigError, GreenroomError
 
-from ._config import AgentFile, ToolsetConfig
+from ._config import AUTO_MODEL, AgentFile, ToolsetConfig
 from ._yaml import load_agent_file
+from .providers._base import ModelConfig
+from .providers._facts import facts_for
 from .tools import TOOLSET_BUILDERS
 
 DOCKER_PROBE_BUDGET = 10.0
@@ -157,6 +159,48 @@ def _toolset_problems(
         command = " ".join(gateway_command(server))
         problems.append(f"docker-agent starts it with `{command}`")
     return problems
+
+
+_FREE_PROVIDERS = frozenset({"scripted", "echo"})
+"""Providers that call no model: they have no price or window to know."""
+
+
+def _models_of(config: AgentFile) -> list[ModelConfig]:
+    refs = [*config.models, *(agent.model for agent in config.agents.values())]
+    found: dict[str, ModelConfig] = {}
+    for ref in dict.fromkeys(refs):
+        for part in config.model_choices(ref):
+            if part == AUTO_MODEL:
+                continue
+            try:
+                model = config.model_config(part)
+            except GreenroomError:
+                continue
+            found.setdefault(model.ref, model)
+    return list(found.values())
+
+
+def unknown_models(config: AgentFile) -> list[str]:
+    """Warnings naming each model of ``config`` whose price or context window nobody knows
+    (models.dev has no entry and the file gives no ``cost`` / ``limit``): its calls have a
+    null cost, and it is compacted only when the provider says the context overflowed.
+    Loads the models.dev data (about 0.1 s, once per process)."""
+    lines = []
+    for model in _models_of(config):
+        if model.provider in _FREE_PROVIDERS:
+            continue
+        facts = facts_for(model.provider, model.model, model.facts)
+        missing = [
+            what
+            for what, known in (("price", facts.priced), ("context window", facts.context))
+            if not known
+        ]
+        if missing:
+            lines.append(
+                f"{config.path}: warning: model {model.ref}: no {' or '.join(missing)} known "
+                "(set cost/limit on the model): its cost is reported as null"
+            )
+    return lines
 
 
 Status = Literal["ok", "warnings", "errors"]

@@ -29,6 +29,7 @@ from ._yaml_checks import (
     as_bool,
     as_count,
     as_mapping,
+    as_number,
     as_str,
     as_str_list,
     as_version,
@@ -67,9 +68,12 @@ _AGENT_KEYS = {
     "safety",
     "fallback",
     "handoffs",
+    "max_cost",
+    "num_history_items",
+    "max_consecutive_tool_calls",
+    "max_old_tool_call_tokens",
 }
 _AGENT_IGNORED = {
-    "num_history_items",
     "add_environment_info",
     "add_prompt_files",
     "add_description_parameter",
@@ -78,14 +82,18 @@ _AGENT_IGNORED = {
     "skills",
     "hooks",
     "rag",
-    "max_consecutive_tool_calls",
-    "max_old_tool_call_tokens",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
 _TOOLSET_IGNORED = {"toon", "model"}
 """Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
 _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
+
+
+def as_amount(value: Any) -> float | None:
+    """A non-negative number (USD)."""
+    number = as_number(value)
+    return number if number is not None and number >= 0 else None
 
 
 def _command_entries(c: Checker, raw: Any, path: str, line: int) -> list[tuple[Any, Any, int]]:
@@ -274,9 +282,17 @@ def _parse_agent(
     for key in ("model", "description", "instruction", "welcome_message"):
         if key in mapping:
             fields[key] = c.typed(mapping, key, path, as_str, "a string")
-    for key in ("max_iterations", "max_tool_result_tokens"):
+    for key in (
+        "max_iterations",
+        "max_tool_result_tokens",
+        "num_history_items",
+        "max_consecutive_tool_calls",
+        "max_old_tool_call_tokens",
+    ):
         if key in mapping:
             fields[key] = c.typed(mapping, key, path, as_count, "a non-negative integer")
+    if "max_cost" in mapping:
+        fields["max_cost"] = c.typed(mapping, "max_cost", path, as_amount, "a non-negative number")
     if "add_date" in mapping:
         fields["add_date"] = c.typed(mapping, "add_date", path, as_bool, "a boolean")
     if "safety" in mapping:

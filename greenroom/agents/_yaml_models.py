@@ -24,6 +24,7 @@ from ._yaml_checks import (
     line_of,
     plain,
 )
+from ._yaml_facts import FACT_KEYS, parse_facts
 from .providers._base import ModelConfig
 from .providers._catalog import (
     API_TYPE_NOTES,
@@ -42,6 +43,7 @@ _MODEL_KEYS = {
     "max_tokens",
     "title_model",
     "provider_opts",
+    *FACT_KEYS,
 }
 _MODEL_IGNORED = {
     "top_p",
@@ -190,6 +192,9 @@ def parse_model(c: Checker, name: str, raw: Any, line: int, refs: ModelRefs) -> 
     if "provider_opts" in mapping:
         opts = c.typed(mapping, "provider_opts", path, as_mapping, "a mapping")
         fields["provider_opts"] = plain(opts) if opts is not None else None
+    facts = parse_facts(c, mapping, path, line)
+    if facts is not None:
+        fields["facts"] = facts
     if "model" not in mapping:
         c.fail(line, join(path, "model"), "is required")
     provider, model = fields.get("provider"), fields.get("model")

@@ -14,7 +14,7 @@ from greenroom.agents import (
     OAuthFlows,
     default_tools_for,
 )
-from greenroom.agents._diagnose import diagnose
+from greenroom.agents._diagnose import diagnose, unknown_models
 from greenroom.agents.providers import ModelClients
 from greenroom.errors import AgentConfigError, AgentSourceUnavailable
 
@@ -61,6 +61,7 @@ def load_sources(paths: tuple[str, ...]) -> tuple[AgentSources, list[str]]:
     for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
         config = sources.get(key)  # raises AgentConfigError: file:line: path: what is wrong
         warnings.extend(diagnose(config))
+        warnings.extend(unknown_models(config))
     return sources, warnings
 
 

@@ -16,6 +16,8 @@ import attrs
 
 from greenroom.domain import ChatMessage, ToolCall, Usage
 
+from ._facts import ModelFacts
+
 
 def freeze_options(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     """A read-only copy of ``value`` (nested mappings and lists frozen too)."""
@@ -38,7 +40,8 @@ class ModelConfig:
     ``api_type`` is set for a model of a custom provider (the file's ``providers:`` section):
     which API its endpoint speaks (``openai_chatcompletions``). ``provider_opts`` holds the
     provider-specific options; it takes no part in equality or hashing (a model is known by
-    its name within a file).
+    its name within a file). ``facts`` are the file's ``limit`` / ``cost`` overrides (see
+    ``_facts.py``); they take no part either.
     """
 
     name: str
@@ -53,6 +56,7 @@ class ModelConfig:
     provider_opts: Mapping[str, Any] = attrs.field(
         factory=freeze_options, converter=freeze_options, eq=False, repr=False
     )
+    facts: ModelFacts | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def ref(self) -> str:
