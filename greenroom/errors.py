@@ -35,6 +35,8 @@ WebSocket error frames happens in exactly one place: here.
     ├── OwnedElsewhere                   421 owned_elsewhere     (another node owns the session)
     ├── ModelSwitchingNotSupported       422 model_switching_not_supported
     ├── RerunNotSupported                422 rerun_not_supported
+    ├── CompactionNotSupported           422 compaction_not_supported
+    ├── BudgetExceeded                   402 budget_exceeded     (max_cost / --max-session-cost)
     ├── QueueFull                        429 queue_full          (.retry_after seconds)
     │   └── TooManyConnections           429 too_many_connections (per client address)
     ├── AgentSourceUnavailable           502 agent_source_unavailable
@@ -42,7 +44,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── ModelKeyMissing              502 missing_api_key
     │   ├── ModelRateLimited             502 rate_limited        (retries exhausted)
     │   ├── ModelTimeout                 502 model_timeout
-    │   └── ModelStreamMalformed         502 malformed_stream
+    │   ├── ModelStreamMalformed         502 malformed_stream
+    │   └── ModelContextOverflow         502 context_exceeded    (the prompt exceeds the window)
     ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
     ├── WaitTimedOut                     503 wait_timed_out      (?timeout= / ?wait= ran out)
     ├── ShuttingDown                     503 shutting_down
@@ -70,6 +73,8 @@ __all__ = [
     "AgentNotFound",
     "AgentSourceUnavailable",
     "AgentSwitchFailed",
+    "BudgetExceeded",
+    "CompactionNotSupported",
     "ConfigError",
     "CrossSiteRequest",
     "DatabaseError",
@@ -84,6 +89,7 @@ __all__ = [
     "InvalidRequest",
     "InvalidWorkingDir",
     "MessageNotFound",
+    "ModelContextOverflow",
     "ModelError",
     "ModelKeyMissing",
     "ModelRateLimited",
@@ -307,6 +313,20 @@ class RerunNotSupported(GreenroomError):
     default_message = "this session's runtime cannot run a tool call again"
 
 
+class CompactionNotSupported(GreenroomError):
+    status = 422
+    code = "compaction_not_supported"
+    default_message = "this session's runtime cannot compact its history"
+
+
+class BudgetExceeded(GreenroomError):
+    """A turn stopped before a model call that would take the session past its budget."""
+
+    status = 402
+    code = "budget_exceeded"
+    default_message = "the session's cost budget is spent"
+
+
 class QueueFull(GreenroomError):
     status = 429
     code = "queue_full"
@@ -356,6 +376,13 @@ class ModelTimeout(ModelError):
 class ModelStreamMalformed(ModelError):
     code = "malformed_stream"
     default_message = "the model's stream was malformed or cut short"
+
+
+class ModelContextOverflow(ModelError):
+    """The provider refused the prompt as longer than the model's context window."""
+
+    code = "context_exceeded"
+    default_message = "the conversation exceeds the model's context window"
 
 
 class SessionGone(GreenroomError):

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from greenroom.domain import ChatMessage, Item, Message, Session, Summary, cap_tool_result
 
 from ._config import AgentConfig
+from ._tokens import MAX_OLD_TOOL_CALL_TOKENS, trim_history, truncate_old_tool_results
 
 NO_RESULT = "No result provided"
+SUMMARY_HEADING = "Summary of the conversation so far:"
 
 
 def system_prompt(
@@ -28,15 +30,25 @@ def system_prompt(
     return "\n\n".join(parts)
 
 
+def summary_message(summary: str) -> ChatMessage:
+    return ChatMessage(role="user", content=f"{SUMMARY_HEADING}\n{summary}")
+
+
 def _since_summary(items: tuple[Item, ...]) -> Iterator[ChatMessage | Message]:
-    """The last summary (as a user message) and the messages after it; else every message."""
+    """The last summary (as a user message) and the messages after it; else every message.
+
+    A summary with ``first_kept_entry`` (a compaction that kept the turn it ran in) is
+    followed by the messages from that entry up to it, then the ones after it.
+    """
     start = 0
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
         if isinstance(item, Summary):
-            yield ChatMessage(
-                role="user", content=f"Summary of the conversation so far:\n{item.summary}"
-            )
+            yield summary_message(item.summary)
+            kept = items[item.first_kept_entry : index] if item.first_kept_entry > 0 else ()
+            for entry in kept:
+                if isinstance(entry, Message) and entry.role != "system":
+                    yield entry
             start = index + 1
             break
     for item in items[start:]:
@@ -72,6 +84,8 @@ def build_messages(
     max_tool_result_tokens: int = 0,
     today: dt.date | None = None,
     instructions: Sequence[str] = (),
+    num_history_items: int = 0,
+    max_old_tool_call_tokens: int = MAX_OLD_TOOL_CALL_TOKENS,
 ) -> tuple[ChatMessage, ...]:
     """System prompt first, then the history since the last summary, ready for a provider.
 
@@ -81,12 +95,17 @@ def build_messages(
         max_tool_result_tokens: cap of each tool result (0 = none), applied to copies.
         today: the date stamped into the system prompt when the agent has ``add_date``.
         instructions: the toolsets' instructions, appended to the agent's.
+        num_history_items: conversation messages kept at most (0: all; see ``_tokens``).
+        max_old_tool_call_tokens: tool results beyond this many tokens (newest first) read
+            ``[content truncated]``.
     """
     history: list[ChatMessage] = []
     for entry in _since_summary(session.items):
         if isinstance(entry, Message):
             entry = cap_tool_result(entry, max_tool_result_tokens).message
         history.append(entry)
+    history = trim_history(history, num_history_items)
     system = system_prompt(agent, today, instructions)
     head = (ChatMessage(role="system", content=system),) if system else ()
-    return head + tuple(_paired(history))
+    paired = truncate_old_tool_results(list(_paired(history)), max_old_tool_call_tokens)
+    return head + tuple(paired)

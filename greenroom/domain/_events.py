@@ -85,17 +85,56 @@ class ElicitationRequest:
 
 
 @attrs.frozen
+class MessageUsage:
+    """One model call's usage, its cost (None: the model's price is unknown) and model.
+
+    docker-agent's ``MessageUsage``: on the wire ``cost`` and ``model`` are ``Cost`` and
+    ``Model`` (its Go fields have no JSON tags)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cached_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    model: str = ""
+
+
+@attrs.frozen
 class TokenUsageInfo:
+    """The session's tokens and own cost (None: nothing priced so far and this call has no
+    price), how full the context is (``context_length`` of ``context_limit``, 0: unknown), and
+    the call that was just made (``last_message``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     context_length: int = 0
     context_limit: int = 0
-    cost: float = 0.0
+    cost: float | None = 0.0
+    last_message: MessageUsage | None = None
 
 
 @attrs.frozen
 class TokenUsage:
     usage: TokenUsageInfo
+    session_id: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class SessionCompaction:
+    """Compaction of the session's history ``started`` or ``completed`` (docker-agent's)."""
+
+    status: str
+    session_id: str = ""
+    agent_name: str = ""
+
+
+@attrs.frozen
+class SessionSummaryEvent:
+    """The summary a compaction stored (docker-agent's ``session_summary``)."""
+
+    summary: str
     session_id: str = ""
     agent_name: str = ""
 
@@ -246,6 +285,8 @@ Event: TypeAlias = (
     | ElicitationRequest
     | TokenUsage
     | SessionTitle
+    | SessionCompaction
+    | SessionSummaryEvent
     | ErrorEvent
     | Warning
     | MaxIterationsReached
@@ -276,6 +317,8 @@ EVENT_TAGS: dict[type[Any], str] = {
     ElicitationRequest: "elicitation_request",
     TokenUsage: "token_usage",
     SessionTitle: "session_title",
+    SessionCompaction: "session_compaction",
+    SessionSummaryEvent: "session_summary",
     ErrorEvent: "error",
     Warning: "warning",
     MaxIterationsReached: "max_iterations_reached",

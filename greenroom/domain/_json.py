@@ -28,7 +28,7 @@ from cattrs.preconf.json import make_converter
 
 from greenroom.errors import InvalidRequest
 
-from ._events import TAGGED_EVENTS, Event, RawEvent, event_type
+from ._events import TAGGED_EVENTS, Event, MessageUsage, RawEvent, event_type
 from ._limits import INT64_MAX, INT64_MIN, RULES
 from ._types import (
     ROLES,
@@ -440,6 +440,13 @@ def event_to_json(event: Event) -> dict[str, Any]:
     return body
 
 
+# docker-agent's MessageUsage: Cost and Model have no JSON tags in Go (so capitalised).
+_register(
+    MessageUsage,
+    omit_empty=False,
+    cost=override(rename="Cost"),
+    model=override(rename="Model"),
+)
 for _cls in TAGGED_EVENTS.values():
     _register(_cls, omit_empty=True)
 

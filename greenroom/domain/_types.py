@@ -88,6 +88,8 @@ class ChatMessage:
     usage: Usage | None = None
     model: str = ""
     created_at: dt.datetime | None = None
+    cost: float | None = None
+    """USD the model call that wrote this (assistant) message cost; None: unknown."""
 
 
 @attrs.frozen

@@ -15,7 +15,15 @@ import attrs
 import httpx2
 import trio
 
-from greenroom.errors import ModelError, ModelRateLimited, ModelStreamMalformed, ModelTimeout
+from greenroom.errors import (
+    ModelContextOverflow,
+    ModelError,
+    ModelRateLimited,
+    ModelStreamMalformed,
+    ModelTimeout,
+)
+
+from ._overflow import is_context_overflow
 
 T = TypeVar("T")
 
@@ -78,6 +86,8 @@ def status_failure(
     already reached the caller; 401/403 name the key variable to check.
     """
     error: ModelError
+    if is_context_overflow(status, detail):
+        return ModelContextOverflow(f"{ref}: context window exceeded (HTTP {status}): {detail}")
     if status == 429 or rate_limited:
         error = ModelRateLimited(f"{ref}: rate-limited (HTTP {status}): {detail}")
     elif status >= 500 or overloaded:
