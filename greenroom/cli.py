@@ -155,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="where tools keep their data, e.g. memory databases (default: beside --db)",
     )
     serve.add_argument(
+        "--max-session-cost",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="stop a turn before a model call would take its session's cost past USD "
+        "(a budget_exceeded error; default: no budget)",
+    )
+    serve.add_argument(
         "--confirmation-timeout",
         type=float,
         default=None,
@@ -297,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth_label=args.auth_label,
         data_dir=args.data_dir,
         confirmation_timeout=args.confirmation_timeout,
+        max_session_cost=args.max_session_cost,
         mcp_oauth_redirect_uri=args.mcp_oauth_redirect_uri,
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_call_timeout=args.mcp_call_timeout,

@@ -37,6 +37,7 @@ WebSocket error frames happens in exactly one place: here.
     ├── RerunNotSupported                422 rerun_not_supported
     ├── CompactionNotSupported           422 compaction_not_supported
     ├── BudgetExceeded                   402 budget_exceeded     (max_cost / --max-session-cost)
+    ├── ToolCallLoop                     422 max_consecutive_tool_calls (one call repeated)
     ├── QueueFull                        429 queue_full          (.retry_after seconds)
     │   └── TooManyConnections           429 too_many_connections (per client address)
     ├── AgentSourceUnavailable           502 agent_source_unavailable
@@ -116,6 +117,7 @@ __all__ = [
     "ShuttingDown",
     "StoreError",
     "TooManyConnections",
+    "ToolCallLoop",
     "ToolCallNotFound",
     "Unauthorized",
     "UnstorableValue",
@@ -325,6 +327,14 @@ class BudgetExceeded(GreenroomError):
     status = 402
     code = "budget_exceeded"
     default_message = "the session's cost budget is spent"
+
+
+class ToolCallLoop(GreenroomError):
+    """The model asked for the same tool call more often in a row than the agent allows."""
+
+    status = 422
+    code = "max_consecutive_tool_calls"
+    default_message = "the model repeated the same tool call too many times in a row"
 
 
 class QueueFull(GreenroomError):

@@ -24,6 +24,7 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    Summary,
     ToolCall,
     utcnow,
 )
@@ -102,6 +103,9 @@ class ActorTurnIO:
 
     async def add_sub_session(self, sub_session: Session) -> None:
         await self._ctx.live.append_sub_session(sub_session)
+
+    async def add_summary(self, summary: Summary) -> None:
+        await self._ctx.live.add_summary(summary)
 
 
 async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str) -> None:

@@ -33,6 +33,7 @@ from greenroom.domain import (
     Session,
     SubSession,
     SubSessionCompleted,
+    Summary,
     ToolCall,
     utcnow,
 )
@@ -169,6 +170,9 @@ class ChildIO:
 
     async def add_sub_session(self, sub_session: Session) -> None:
         self._session = self._session.with_item(SubSession(sub_session))
+
+    async def add_summary(self, summary: Summary) -> None:
+        self._session = self._session.with_item(summary)
 
 
 def child_session(

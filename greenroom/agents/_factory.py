@@ -47,6 +47,7 @@ class LocalRuntimeFactory:
         mcp: how MCP servers are run (timeouts, OAuth flows and redirect URI, ``docker``).
         titles: False: no session gets a title written by a model (``greenroom serve
             --no-titles``); an agent file can also turn them off (``runtime.titles``).
+        max_session_cost: USD a session may spend on model calls (0: no budget).
         clients: the model endpoints' pooled HTTP clients, shared by every runtime this
             factory builds (its owner opens and closes it: ``serve`` does, around the
             registry); None: each model call opens a client of its own.
@@ -65,6 +66,7 @@ class LocalRuntimeFactory:
         mcp: McpSettings | None = None,
         titles: bool = True,
         clients: ModelClients | None = None,
+        max_session_cost: float = 0.0,
     ) -> None:
         self._sources = sources
         self._titles = titles
@@ -77,6 +79,7 @@ class LocalRuntimeFactory:
         self._tools_for = tools_for
         self._data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self._confirmation_timeout = confirmation_timeout
+        self._max_session_cost = max_session_cost
         self.mcp = mcp or McpSettings()
         self._env_snapshot: Mapping[str, str] = types.MappingProxyType({})
 
@@ -116,6 +119,7 @@ class LocalRuntimeFactory:
             ),
             confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,
+            max_session_cost=self._max_session_cost,
         )
         for name, ref in session.agent_model_overrides.items():
             try:

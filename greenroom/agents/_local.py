@@ -102,6 +102,7 @@ class LocalRuntime:
         today: Callable[[], dt.date] = dt.date.today,
         now: Callable[[], dt.datetime] = utcnow,
         rng: random.Random | None = None,
+        max_session_cost: float = 0.0,
     ) -> None:
         self._config = config
         self._slot = AgentSlot(config.agent(agent))
@@ -127,6 +128,7 @@ class LocalRuntime:
             followups=self._followups,
             notices=self._notices,
             today=today,
+            max_session_cost=max_session_cost,
         )
         self._delegation = Delegation(config.agents, self._models, self._loop.run)
         self.background = BackgroundAgents(
@@ -199,6 +201,17 @@ class LocalRuntime:
             self._notices.turn_running = False
             for event in self._notices.drain():
                 self._notices.notify(event)
+
+    async def compact(self, io: TurnIO, additional: str = "") -> None:
+        """Compact the session's history now, between turns (``POST .../compact``)."""
+        if self._io is not None:
+            raise RuntimeError("a turn is running on this runtime")
+        self._io = io
+        self._models.begin_turn()
+        try:
+            await self._loop.compact(Frame(io, self._slot), additional=additional)
+        finally:
+            self._io = None
 
     # --- queues, confirmations, elicitations ---------------------------------------------------
 

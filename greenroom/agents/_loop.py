@@ -35,8 +35,10 @@ from greenroom.domain import (
     McpInitFinished,
     McpInitStarted,
     Message,
+    MessageUsage,
     StreamStarted,
     StreamStopped,
+    Summary,
     TokenUsage,
     TokenUsageInfo,
     ToolCall,
@@ -45,16 +47,25 @@ from greenroom.domain import (
     Warning,
     utcnow,
 )
-from greenroom.errors import GreenroomError
+from greenroom.errors import (
+    BudgetExceeded,
+    GreenroomError,
+    ModelContextOverflow,
+    ModelError,
+    ToolCallLoop,
+)
 
+from ._compaction import compact
 from ._config import AgentConfig
 from ._frame import Frame
 from ._models import ModelTable
 from ._prompt import build_messages
 from ._queue import MessageQueue
 from ._runtime import ElicitationSink, QueuedMessage
+from ._tokens import MAX_OLD_TOOL_CALL_TOKENS, estimate_tokens, should_compact
 from ._toolcalls import CANCELLED, ToolCalls
-from .providers._base import Delta, ModelRequest, ModelResponse, TextDelta
+from .providers._base import Delta, ModelConfig, ModelRequest, ModelResponse, TextDelta
+from .providers._facts import PER_TOKENS, ModelFacts
 from .tools import AgentTools
 
 log = logging.getLogger(__name__)
@@ -64,6 +75,10 @@ SAVE_BUDGET = 5.0
 STOP_EVENT_BUDGET = 1.0
 """Seconds a cancelled turn may spend delivering its ``stream_stopped`` event (shielded)."""
 INTERRUPTED_NOTE = "[response interrupted]"
+OVERFLOW_NOTE = (
+    "The conversation has exceeded the model's context window. "
+    "Automatically compacting the conversation history..."
+)
 NOTICES_KEPT = 64
 """Out-of-turn events kept for the running turn; older ones are dropped first."""
 
@@ -104,6 +119,20 @@ class Notices:
         return pending
 
 
+@attrs.define
+class Repeats:
+    """How many model responses in a row asked for the same tool calls (same arguments)."""
+
+    last: tuple[tuple[str, str], ...] = ()
+    count: int = 0
+
+    def seen(self, calls: tuple[ToolCall, ...]) -> int:
+        key = tuple((c.function.name, c.function.arguments) for c in calls)
+        self.count = self.count + 1 if key == self.last else 1
+        self.last = key
+        return self.count
+
+
 @attrs.define(eq=False)
 class AgentLoop:
     """Runs frames (see the module docstring); one per runtime."""
@@ -116,6 +145,8 @@ class AgentLoop:
     followups: MessageQueue
     notices: Notices
     today: Callable[[], dt.date]
+    max_session_cost: float = 0.0
+    """USD a session may spend (0: no budget); an agent's ``max_cost`` may be lower."""
 
     async def run(self, frame: Frame) -> str:
         """Run ``frame`` until done; returns why it stopped (``normal``, ``error``)."""
@@ -201,6 +232,7 @@ class AgentLoop:
         """Model calls and tool calls until the model stops or the iteration limit is hit."""
         io = frame.io
         iterations = 0
+        repeats = Repeats()
         while True:
             if frame.root:
                 await self._take_steers(frame)
@@ -217,6 +249,13 @@ class AgentLoop:
             await self._start_toolsets(frame)
             response = await self._call_model(frame)
             if response.tool_calls:
+                limit = frame.agent.max_consecutive_tool_calls
+                if repeats.seen(response.tool_calls) > limit > 0:
+                    name = response.tool_calls[0].function.name
+                    raise ToolCallLoop(
+                        f"the model made the same tool call ({name}) {repeats.count} times "
+                        f"in a row (max_consecutive_tool_calls: {limit})"
+                    )
                 await self._run_tools(frame, response.tool_calls)
             elif not (frame.root and self.steers.depth):
                 return
@@ -240,28 +279,79 @@ class AgentLoop:
         )
         await io.emit(event)
 
-    async def _call_model(self, frame: Frame) -> ModelResponse:
-        io = frame.io
+    def _request(self, frame: Frame, model: ModelConfig) -> ModelRequest:
         agent = frame.agent
-        model = self.models.model_of(agent)
-        session = io.session
+        session = frame.io.session
         cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
         tools = self.tools_of(agent)
         instructions = tools.instructions
         if frame.task_prompt:
             instructions = [*instructions, frame.task_prompt]
-        request = ModelRequest(
-            model=model,
-            messages=build_messages(
-                session,
-                agent,
-                max_tool_result_tokens=cap,
-                today=self.today(),
-                instructions=instructions,
-            ),
-            tools=tools.specs,
-            max_tokens=model.max_tokens,
+        messages = build_messages(
+            session,
+            agent,
+            max_tool_result_tokens=cap,
+            today=self.today(),
+            instructions=instructions,
+            num_history_items=agent.num_history_items,
+            max_old_tool_call_tokens=agent.max_old_tool_call_tokens or MAX_OLD_TOOL_CALL_TOKENS,
         )
+        return ModelRequest(
+            model=model, messages=messages, tools=tools.specs, max_tokens=model.max_tokens
+        )
+
+    def _check_budget(self, frame: Frame, facts: ModelFacts, estimate: int) -> None:
+        """Raise BudgetExceeded when the next call would take the session past its budget."""
+        agent = frame.agent
+        limits = [
+            (v, w)
+            for v, w in (
+                (agent.max_cost, "max_cost of agent " + agent.name),
+                (self.max_session_cost, "--max-session-cost"),
+            )
+            if v > 0
+        ]
+        if not limits:
+            return
+        budget, what = min(limits)
+        spent = frame.io.session.cost
+        upcoming = estimate * (facts.input_price or 0.0) / PER_TOKENS
+        if spent + upcoming > budget:
+            raise BudgetExceeded(
+                f"the session has cost ${spent:.4f}; the next model call (about "
+                f"${upcoming:.4f} of input) would take it past its budget of ${budget:.4f} "
+                f"({what})"
+            )
+
+    async def compact(
+        self, frame: Frame, *, additional: str = "", model: ModelConfig | None = None
+    ) -> Summary | None:
+        """Compact the frame's session with its agent's model (see ``_compaction``)."""
+        agent = frame.agent
+        model = model or self.models.model_of(agent)
+        provider = self.models.provider_of(agent)
+        return await compact(
+            frame.io, agent.name, model, provider, self.models.facts(model), additional=additional
+        )
+
+    async def _call_model(self, frame: Frame) -> ModelResponse:
+        io = frame.io
+        agent = frame.agent
+        model = self.models.model_of(agent)
+        facts = self.models.facts(model)
+        session = io.session
+        request = self._request(frame, model)
+        estimate = estimate_tokens(request.messages, request.tools)
+        self._check_budget(frame, facts, estimate)
+        compacted = False
+        if should_compact(estimate, facts.context):
+            compacted = True
+            try:
+                if await self.compact(frame, model=model) is not None:
+                    request = self._request(frame, model)
+            except ModelError as exc:  # the turn goes on uncompacted; the model may refuse it
+                log.warning("proactive compaction of %s failed: %s", session.id, exc.message)
+                await io.emit(Warning(f"compaction failed: {exc.message}", agent.name))
         frame.agent_name = agent.name
 
         async def on_delta(delta: Delta) -> None:
@@ -272,7 +362,17 @@ class AgentLoop:
                 frame.reasoning.append(delta.text)
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
-        response = await self.models.provider_of(agent).complete(request, on_delta)
+        provider = self.models.provider_of(agent)
+        try:
+            response = await provider.complete(request, on_delta)
+        except ModelContextOverflow:
+            if compacted or frame.text or frame.reasoning:
+                raise
+            await io.emit(Warning(OVERFLOW_NOTE, agent.name))
+            if await self.compact(frame, model=model) is None:
+                raise
+            response = await provider.complete(self._request(frame, model), on_delta)
+        cost = facts.cost(response.usage)
         chat = ChatMessage(
             role="assistant",
             content=response.content or "".join(frame.text),
@@ -281,6 +381,7 @@ class AgentLoop:
             usage=response.usage,
             model=response.model or model.ref,
             created_at=utcnow(),
+            cost=cost,
         )
         if chat.content or chat.reasoning_content or chat.tool_calls:
             await io.add_message(Message(chat, agent_name=agent.name))
@@ -288,13 +389,28 @@ class AgentLoop:
         frame.reasoning.clear()
         frame.open_calls = list(response.tool_calls)
         usage = response.usage
-        io.add_usage(usage.input_tokens, usage.output_tokens, 0.0)
+        io.add_usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
         totals = io.session
         info = TokenUsageInfo(
             input_tokens=totals.input_tokens,
             output_tokens=totals.output_tokens,
-            context_length=usage.input_tokens + usage.output_tokens,
-            cost=totals.cost,
+            context_length=(
+                usage.input_tokens
+                + usage.cached_input_tokens
+                + usage.cached_write_tokens
+                + usage.output_tokens
+            ),
+            context_limit=facts.context or 0,
+            cost=totals.cost if cost is not None or totals.cost else None,
+            last_message=MessageUsage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cached_write_tokens=usage.cached_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cost=cost,
+                model=chat.model,
+            ),
         )
         await io.emit(TokenUsage(info, session_id=session.id, agent_name=agent.name))
         return response

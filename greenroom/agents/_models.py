@@ -18,6 +18,7 @@ from ._config import AgentConfig, AgentFile
 from ._fallback import FallbackChain, Stickiness
 from ._runtime import ModelChoice
 from .providers._base import ModelConfig, Provider
+from .providers._facts import ModelFacts, facts_for
 
 ProviderFor = Callable[[ModelConfig], Provider]
 """Makes the provider that serves a model (the factory wraps ``providers.make_provider``)."""
@@ -82,6 +83,10 @@ class ModelTable:
             ]
         sticky = self._sticky.setdefault(agent.name, Stickiness())
         return FallbackChain(models, self.provider, cooldown=fallback.cooldown, sticky=sticky)
+
+    def facts(self, model: ModelConfig) -> ModelFacts:
+        """What is known of ``model``: its file's ``limit``/``cost`` over models.dev's."""
+        return facts_for(model.provider, model.model, model.facts)
 
     def provider(self, model: ModelConfig) -> Provider:
         provider = self._providers.get(model)

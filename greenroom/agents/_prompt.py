@@ -34,7 +34,7 @@ def summary_message(summary: str) -> ChatMessage:
     return ChatMessage(role="user", content=f"{SUMMARY_HEADING}\n{summary}")
 
 
-def _since_summary(items: tuple[Item, ...]) -> Iterator[ChatMessage | Message]:
+def since_summary(items: tuple[Item, ...]) -> Iterator[ChatMessage | Message]:
     """The last summary (as a user message) and the messages after it; else every message.
 
     A summary with ``first_kept_entry`` (a compaction that kept the turn it ran in) is
@@ -100,7 +100,7 @@ def build_messages(
             ``[content truncated]``.
     """
     history: list[ChatMessage] = []
-    for entry in _since_summary(session.items):
+    for entry in since_summary(session.items):
         if isinstance(entry, Message):
             entry = cap_tool_result(entry, max_tool_result_tokens).message
         history.append(entry)

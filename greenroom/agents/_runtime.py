@@ -14,7 +14,16 @@ import attrs
 import trio
 from typing_extensions import TypeIs
 
-from greenroom.domain import Approval, ErrorItem, Event, Message, MessagePart, Session, ToolCall
+from greenroom.domain import (
+    Approval,
+    ErrorItem,
+    Event,
+    Message,
+    MessagePart,
+    Session,
+    Summary,
+    ToolCall,
+)
 
 from ._tool_values import ToolResult
 
@@ -118,6 +127,9 @@ class TurnIO(Protocol):
     async def record_approval(self, approval: Approval) -> None:
         """Audit a decision on a tool call on the session (and persist it)."""
 
+    async def add_summary(self, summary: Summary) -> None:
+        """Append a compaction summary to the history and persist it."""
+
     async def add_sub_session(self, sub_session: Session) -> None:
         """Append a finished sub-session (a delegated task) to the history and persist it."""
 
@@ -201,6 +213,18 @@ class SupportsToolRerun(Protocol):
 
 def supports_tool_rerun(runtime: object) -> TypeIs[SupportsToolRerun]:
     return callable(getattr(runtime, "rerun_tool", None))
+
+
+class SupportsCompact(Protocol):
+    """Optional capability: compact the session's history on demand (a summary item)."""
+
+    async def compact(self, io: TurnIO, additional: str = "") -> None:
+        """Summarise ``io.session``'s history and store the summary, reporting through ``io``
+        (``session_compaction`` started and completed, ``session_summary``)."""
+
+
+def supports_compact(runtime: object) -> TypeIs[SupportsCompact]:
+    return callable(getattr(runtime, "compact", None))
 
 
 class SupportsServe(Protocol):

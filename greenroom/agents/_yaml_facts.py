@@ -56,7 +56,7 @@ def parse_facts(c: Checker, mapping: Mapping[Any, Any], path: str, line: int) ->
         c.keys(section, set(names), set(), sub_path)
         for name, field in names.items():
             if name in section:
-                value = c.typed(section, name, sub_path, check, expected)  # type: ignore[arg-type]
+                value = c.typed(section, name, sub_path, check, expected)
                 ok = ok and value is not None
                 values[field] = value
     if not ok or not values:

@@ -81,6 +81,7 @@ def runtime_factory(
         sources,
         data_dir=data_dir(cfg),
         confirmation_timeout=cfg.confirmation_timeout,
+        max_session_cost=cfg.max_session_cost,
         mcp=mcp,
         titles=cfg.titles,
         clients=clients,

@@ -36,6 +36,7 @@ class ServeConfig:
     auth_label: str = "token"  # recorded as decided_by on tool approvals when auth is on
     data_dir: str = ""  # "" = beside the database (or $XDG_DATA_HOME/greenroom for :memory:)
     confirmation_timeout: float | None = None  # seconds before an unanswered tool call is rejected
+    max_session_cost: float = 0.0  # USD a session may spend on model calls; 0: no budget
     mcp_oauth_redirect_uri: str = ""  # "" = this server's /mcp-oauth/callback
     mcp_start_timeout: float = 30.0
     mcp_call_timeout: float = 300.0
@@ -85,6 +86,8 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
     if cfg.drain_timeout is not None and not 0 <= cfg.drain_timeout <= 3600:
         raise ConfigError("--drain-timeout must be 0 to 3600 seconds")
+    if not 0 <= cfg.max_session_cost < float("inf"):
+        raise ConfigError("--max-session-cost must be 0 (no budget) or a positive number of USD")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
         raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
     check_cluster_flags(

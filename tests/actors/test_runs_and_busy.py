@@ -25,6 +25,7 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    Summary,
     ToolCall,
 )
 from greenroom.errors import (
@@ -121,6 +122,9 @@ class EmbedderIO:
         await trio.lowlevel.checkpoint()
 
     async def add_sub_session(self, sub_session: Session) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def add_summary(self, summary: Summary) -> None:
         await trio.lowlevel.checkpoint()
 
 

@@ -28,6 +28,7 @@ from greenroom.domain import (
     Message,
     Session,
     SubSession,
+    Summary,
     ToolCall,
     Usage,
     event_type,
@@ -158,6 +159,10 @@ class FakeIO:
     async def add_sub_session(self, sub_session: Session) -> None:
         await trio.lowlevel.checkpoint()
         self._session = self._session.with_item(SubSession(sub_session))
+
+    async def add_summary(self, summary: Summary) -> None:
+        await trio.lowlevel.checkpoint()
+        self._session = self._session.with_item(summary)
 
     def set_session(self, session: Session) -> None:
         """What an actor does on a resume that changes the session (policy, rules)."""
