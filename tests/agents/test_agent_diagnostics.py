@@ -23,6 +23,7 @@ from greenroom.agents._diagnose import (
     diagnose,
     docker_mcp_here,
     probe_docker_mcp,
+    unknown_models,
     summary,
 )
 from greenroom.agents._validate import validate_main
@@ -263,10 +264,13 @@ def test_validate_exit_codes_and_summary(tmp_path: Path) -> None:
 
 
 def test_serve_gets_the_same_warnings_at_startup(tmp_path: Path) -> None:
+    """validate's warnings, then (serve only) the models nobody knows a price or window of."""
     path = _write(tmp_path, "team.yaml", WARNED)
     sources, warnings = load_sources((str(path),))
     assert sources.keys() == ["team"]
-    assert warnings == diagnose(sources.get("team"))
+    config = sources.get("team")
+    assert warnings == diagnose(config) + unknown_models(config)
+    assert unknown_models(config)  # the file's models are made up
     assert any("agents.root.sub_agents[1]: warning:" in line for line in warnings)
     assert all(line.startswith(f"{path}:") for line in warnings)
 
