@@ -34,8 +34,10 @@ from greenroom.domain import (
     Event,
     Message,
     Session,
+    SessionCompaction,
     StreamStarted,
     StreamStopped,
+    Summary,
 )
 from greenroom.errors import AgentNotFound, QueueFull
 
@@ -80,6 +82,7 @@ class FakeRuntime:
         self.closed = False
         self.sessions_seen: list[Session] = []
         self.ios: list[TurnIO] = []  # each turn's TurnIO, for events a test sends late
+        self.compactions: list[str] = []  # the instructions of each compaction
 
     def release(self) -> None:
         self._release.set()
@@ -105,6 +108,13 @@ class FakeRuntime:
                 await self._release.wait()
         finally:
             self.streams -= 1
+
+    async def compact(self, io: TurnIO, additional: str = "") -> None:
+        """Stores a summary naming how many items it covers (no model)."""
+        self.compactions.append(additional)
+        await io.emit(SessionCompaction("started", io.session.id, self.current))
+        await io.add_summary(Summary(f"{len(io.session.items)} items"))
+        await io.emit(SessionCompaction("completed", io.session.id, self.current))
 
     async def steer(self, message: QueuedMessage) -> None:
         if len(self.steered) >= self.queue_capacity:

@@ -215,6 +215,16 @@ class RunTurn(Request[RunStream]):
 
 
 @attrs.frozen
+class Compact(Request[None]):
+    """Compact the history now (between turns): a summary made by the agent's model. Without
+    a runtime, ``source`` names the agent file to build one from ("": refused)."""
+
+    source: str = ""
+    agent_name: str = ""
+    instructions: str = ""
+
+
+@attrs.frozen
 class CancelTurn(Request[bool]):
     """Cancel the running turn, if any (its stream ends; what it did is kept)."""
 

@@ -161,6 +161,10 @@ class SessionHandle:
     async def register_follow_up_injector(self, injector: FollowUpInjector | None) -> None:
         await self._caller.call(self.session_id, c.RegisterInjector(injector))
 
+    async def compact(self, source: str = "", agent_name: str = "", instructions: str = "") -> None:
+        """Start compacting the history (events on the session's event log)."""
+        await self._caller.call(self.session_id, c.Compact(source, agent_name, instructions))
+
     async def recall(self, message: QueuedMessage) -> bool:
         return await self._caller.call(self.session_id, c.Recall(message))
 

@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from greenroom.agents import ModelChoice, Runtime
+from greenroom.agents import ModelChoice, Runtime, supports_compact
 from greenroom.domain import ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
+    CompactionNotSupported,
     GreenroomError,
     InvalidMessageId,
     InvalidRequest,
@@ -36,7 +37,7 @@ from ._results import (
     SessionStatus,
 )
 from ._switch import apply_agent_switch_commands
-from ._turn import generate_title, run_turn
+from ._turn import generate_title, run_compaction, run_turn
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,21 @@ async def _recall(ctx: ActorContext, cmd: c.Recall) -> bool:
     await ctx.live.begin_turn((Message(chat),), turn.turn_id, ctx.runtime_source)
     ctx.start_turn(turn, partial(run_turn, ctx, turn, runtime, ""))
     return True
+
+
+@handles(c.Compact)
+async def _compact(ctx: ActorContext, cmd: c.Compact) -> None:
+    """Start compacting as a turn of its own (the session is busy meanwhile); its events go to
+    the session's event log."""
+    _require_idle(ctx)
+    _require_decided(ctx)
+    if ctx.runtime is None and not cmd.source:
+        raise SessionNotRunning("the session has no runtime yet: name its agent file (agent)")
+    runtime = runtime_for(ctx, cmd.source, cmd.agent_name)
+    if not supports_compact(runtime):
+        raise CompactionNotSupported()
+    turn = c.Turn(trio.CancelScope(), None, "continue")
+    ctx.start_turn(turn, partial(run_compaction, ctx, turn, runtime, cmd.instructions))
 
 
 @handles(c.CancelTurn)

@@ -14,7 +14,7 @@ import logging
 
 import trio
 
-from greenroom.agents import Runtime, TitleGenerator, mirrors_elicitation
+from greenroom.agents import Runtime, SupportsCompact, TitleGenerator, mirrors_elicitation
 from greenroom.domain import (
     Approval,
     ElicitationRequest,
@@ -128,6 +128,26 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
             state, reason = "cancelled", turn.cancel_reason
         await ctx.live.persist(shielded=True)
         await ctx.live.end_turn(turn.turn_id, state, reason)
+    finally:
+        turn.settled.set()
+        ctx.end_turn(turn)
+
+
+async def run_compaction(
+    ctx: ActorContext, turn: Turn, runtime: SupportsCompact, instructions: str
+) -> None:
+    """An on-demand compaction, run like a turn without a record (it runs no tool)."""
+    io = ActorTurnIO(ctx, turn, runtime)  # type: ignore[arg-type]
+    try:
+        with turn.scope:
+            try:
+                await runtime.compact(io, instructions)
+            except GreenroomError as exc:
+                await io.emit(ErrorEvent(exc.message, exc.code, ctx.id))
+            except Exception:
+                log.exception("compaction of session %s failed", ctx.id)
+                await io.emit(ErrorEvent("the compaction failed", "internal_error", ctx.id))
+        await ctx.live.persist(shielded=True)
     finally:
         turn.settled.set()
         ctx.end_turn(turn)

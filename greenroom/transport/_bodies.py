@@ -199,6 +199,19 @@ class SummaryBody:
     usage: Usage | None = None
 
 
+MAX_COMPACT_INSTRUCTIONS = 4096
+
+
+@attrs.frozen
+class CompactBody:
+    """``POST .../compact``: optional extra instructions for the summary; ``agent`` (an agent
+    file) and ``agent_name`` build the session's runtime when it has none yet."""
+
+    instructions: Annotated[str, Length(MAX_COMPACT_INSTRUCTIONS)] = ""
+    agent: Name = ""
+    agent_name: Name = ""
+
+
 @attrs.frozen
 class BatchBody:
     session_ids: Annotated[tuple[Name, ...], Length(MAX_BATCH, 1)]

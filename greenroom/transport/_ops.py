@@ -55,6 +55,7 @@ from ._session_endpoints import (
 from ._turn_endpoints import (
     answer_elicitation,
     cancel_turn,
+    compact,
     decide,
     follow_up,
     list_models,
@@ -263,6 +264,18 @@ OPERATIONS: tuple[Operation, ...] = (
         cancel_turn,
         "Cancel the running turn (greenroom extension)",
         errors=(404,),
+    ),
+    Operation(
+        "compact",
+        "POST",
+        f"{S}/compact",
+        compact,
+        "Compact the history now: the agent's model summarises it (greenroom extension; "
+        "session_compaction and session_summary events follow on the event log)",
+        body=b.CompactBody,
+        body_required=False,
+        success=202,
+        errors=(*COMMON, 422),
     ),
     Operation(
         "steer",

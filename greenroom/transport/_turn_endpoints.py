@@ -97,6 +97,13 @@ async def cancel_turn(ctx: Context, req: Request) -> Reply:
     return Reply({"cancelled": cancelled})
 
 
+async def compact(ctx: Context, req: Request) -> Reply:
+    body: b.CompactBody = req.body or b.CompactBody()
+    handle = ctx.registry.session(_session_id(req))
+    await handle.compact(body.agent, body.agent_name, body.instructions)
+    return Reply({"status": "compacting"}, 202)
+
+
 async def steer(ctx: Context, req: Request) -> Reply:
     body: b.QueueBody = req.body
     await ctx.registry.session(_session_id(req)).steer(_queued(body.messages))

@@ -368,6 +368,20 @@ async def _cancel(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("compact")
+async def _compact(c: Client, env: Env, sid: str) -> Response:
+    refused = await c.post(f"/api/sessions/{sid}/compact")  # no runtime, no agent named
+    assert refused.status_code == 409, await refused.get_data()
+    await finish_turn(env, sid)
+    r = await c.post(f"/api/sessions/{sid}/compact", json={"instructions": "keep the names"})
+    assert await body_of(r) == {"status": "compacting"}
+    await trio.testing.wait_all_tasks_blocked()
+    assert env.runtime.compactions == ["keep the names"]
+    session = (await env.registry.session(sid).snapshot()).session
+    assert [type(i).__name__ for i in session.items][-1] == "Summary"
+    return r
+
+
 @case("steer")
 async def _steer(c: Client, env: Env, sid: str) -> Response:
     await finish_turn(env, sid)
