@@ -23,8 +23,8 @@ from greenroom.agents._diagnose import (
     diagnose,
     docker_mcp_here,
     probe_docker_mcp,
-    unknown_models,
     summary,
+    unknown_models,
 )
 from greenroom.agents._validate import validate_main
 from greenroom.errors import AgentConfigError
