@@ -14,7 +14,13 @@ import logging
 
 import trio
 
-from greenroom.agents import Runtime, SupportsCompact, TitleGenerator, mirrors_elicitation
+from greenroom.agents import (
+    Runtime,
+    SupportsCompact,
+    TitleGenerator,
+    mirrors_elicitation,
+    supports_priced_titles,
+)
 from greenroom.domain import (
     Approval,
     ElicitationRequest,
@@ -171,7 +177,16 @@ async def generate_title(
     ctx.on_title_asked()
     with trio.move_on_after(budget):
         try:
-            title = (await generator.generate(texts)).strip()
+            if supports_priced_titles(generator):
+                priced = await generator.generate_priced(texts)
+                title = priced.title.strip()
+                if not ctx.deleted and (priced.input_tokens or priced.output_tokens):
+                    ctx.live.add_usage(
+                        priced.input_tokens, priced.output_tokens, priced.cost or 0.0
+                    )
+                    await ctx.live.persist()  # the totals count the title call
+            else:
+                title = (await generator.generate(texts)).strip()
         except GreenroomError as exc:
             log.warning("title generation for session %s failed: %s", ctx.id, exc.message)
         except Exception as exc:

@@ -260,6 +260,27 @@ class TitleGenerator(Protocol):
 
 
 @attrs.frozen
+class PricedTitle:
+    """A title and what asking for it took (``cost`` None: the model's price is unknown)."""
+
+    title: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+
+class SupportsPricedTitles(Protocol):
+    """Optional capability of a title generator: say what the title cost (the session's
+    totals count it, as docker-agent counts its title calls)."""
+
+    async def generate_priced(self, user_messages: list[str]) -> PricedTitle: ...
+
+
+def supports_priced_titles(generator: object) -> TypeIs[SupportsPricedTitles]:
+    return callable(getattr(generator, "generate_priced", None))
+
+
+@attrs.frozen
 class BuiltRuntime:
     """A runtime and its title generator; ``safety_default`` is the agent file's default
     safety policy (given to a fresh session that has none)."""

@@ -17,10 +17,12 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from greenroom.domain import ChatMessage
+from greenroom.domain import ChatMessage, Usage
 from greenroom.errors import ModelError
 
+from ._runtime import PricedTitle
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
+from .providers._facts import facts_for
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +84,15 @@ class ModelTitleGenerator:
         Raises:
             ModelError: no model produced a usable title (also for no non-empty message).
         """
+        return (await self.generate_priced(user_messages)).title
+
+    async def generate_priced(self, user_messages: list[str]) -> PricedTitle:
+        """:meth:`generate`, with the tokens and cost of every model call it made."""
         texts = [m for m in user_messages if m.strip()]
         if not texts:
             raise ModelError("no user message to make a title from")
         last: Exception = ModelError("the title model returned no usable title")
+        spent = PricedTitle("", cost=0.0)
         for model in self.models():
             request = ModelRequest(
                 model=attrs.evolve(model, max_tokens=TITLE_MAX_TOKENS),
@@ -97,13 +104,25 @@ class ModelTitleGenerator:
                 if isinstance(provider, WritesTitles):
                     raw = await provider.title(texts)
                 else:
-                    raw = (await provider.complete(request, _ignore)).content
+                    response = await provider.complete(request, _ignore)
+                    raw = response.content
+                    spent = _spend(spent, model, response.usage)
             except Exception as exc:
                 log.debug("title model %s failed: %s", model.ref, exc)
                 last = exc
                 continue
             title = sanitize_title(raw)
             if title:
-                return title
+                return attrs.evolve(spent, title=title)
             last = ModelError(f"the title model {model.ref} returned no usable title")
         raise last
+
+
+def _spend(spent: PricedTitle, model: ModelConfig, usage: Usage) -> PricedTitle:
+    cost = facts_for(model.provider, model.model, model.facts).cost(usage)
+    return PricedTitle(
+        "",
+        spent.input_tokens + usage.input_tokens,
+        spent.output_tokens + usage.output_tokens,
+        None if cost is None or spent.cost is None else spent.cost + cost,
+    )
