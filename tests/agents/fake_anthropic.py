@@ -30,6 +30,7 @@ __all__ = [
     "FakeAnthropic",
     "Recorded",
     "Reply",
+    "context_overflow_reply",
     "error_event",
     "error_reply",
     "event",
@@ -148,3 +149,9 @@ def text_reply(
 def error_reply(status: int, message: str, *, type: str = "api_error") -> Reply:
     """An HTTP error with Anthropic's error body."""
     return Reply(status=status, body={"type": "error", "error": {"type": type, "message": message}})
+
+
+def context_overflow_reply(tokens: int = 210000, limit: int = 200000) -> Reply:
+    """Anthropic's refusal of a prompt longer than the model's context window (HTTP 400)."""
+    message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+    return error_reply(400, message, type="invalid_request_error")

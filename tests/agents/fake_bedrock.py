@@ -135,3 +135,8 @@ def signature_matches(
         f"{credentials.access_key}/{record.headers['x-amz-date'][:8]}/{region}/bedrock/aws4_request"
     )
     return fields["Credential"] == scope and fields["Signature"] == expected
+
+
+def context_overflow_reply() -> Reply:
+    """Bedrock's (Converse) refusal of a prompt longer than the model's window (HTTP 400)."""
+    return error_reply(400, "ValidationException", "Input is too long for requested model.")

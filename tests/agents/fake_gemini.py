@@ -82,3 +82,11 @@ def text_reply(
 
 def error_reply(code: int, message: str, *, status: str = "INVALID_ARGUMENT") -> Reply:
     return Reply(status=code, body={"error": {"code": code, "message": message, "status": status}})
+
+
+def context_overflow_reply(tokens: int = 1200000, limit: int = 1048576) -> Reply:
+    """Gemini's refusal of a prompt longer than the model's context window (HTTP 400)."""
+    message = (
+        f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({limit})."
+    )
+    return error_reply(400, message)

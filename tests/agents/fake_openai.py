@@ -30,6 +30,7 @@ __all__ = [
     "Reply",
     "ToolCallScript",
     "chunk",
+    "context_overflow_reply",
     "error_reply",
     "frame",
     "stream_reply",
@@ -158,3 +159,20 @@ def tool_call_reply(*calls: ToolCallScript, interleave: bool = True) -> Reply:
 def error_reply(status: int, message: str, *, type: str = "server_error") -> Reply:
     """An HTTP error with OpenAI's error body."""
     return Reply(status=status, body={"error": {"message": message, "type": type, "code": None}})
+
+
+def context_overflow_reply(limit: int = 128000, tokens: int = 130000) -> Reply:
+    """OpenAI's refusal of a prompt longer than the model's context window (HTTP 400)."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    return Reply(status=400, body=body)

@@ -23,6 +23,7 @@ from greenroom.agents.providers import (
 )
 from greenroom.domain import ChatMessage, FunctionCall, ImageURL, MessagePart, ToolCall, Usage
 from greenroom.errors import (
+    ModelContextOverflow,
     ModelError,
     ModelKeyMissing,
     ModelRateLimited,
@@ -32,6 +33,7 @@ from greenroom.errors import (
 
 from .fake_anthropic import (
     FakeAnthropic,
+    context_overflow_reply,
     error_event,
     error_reply,
     message_end,
@@ -368,3 +370,11 @@ async def test_temperature_is_sent_when_set(fake: FakeAnthropic) -> None:
         await provider(fake).complete(request(fake), Deltas())
     assert fake.requests[0].json["temperature"] == 0.3
     assert "temperature" not in fake.requests[1].json
+
+
+async def test_a_context_overflow_is_recognised_and_not_retried(fake: FakeAnthropic) -> None:
+    fake.script(context_overflow_reply(210000, 200000))
+    with trio.fail_after(LIMIT), pytest.raises(ModelContextOverflow) as caught:
+        await provider(fake).complete(request(fake), Deltas())
+    assert "prompt is too long: 210000 tokens > 200000 maximum" in caught.value.message
+    assert len(fake.requests) == 1

@@ -24,10 +24,17 @@ from greenroom.agents.providers import (
     make_provider,
 )
 from greenroom.domain import ChatMessage, FunctionCall, ToolCall, Usage
-from greenroom.errors import ModelError, ModelKeyMissing, ModelRateLimited, ModelStreamMalformed
+from greenroom.errors import (
+    ModelContextOverflow,
+    ModelError,
+    ModelKeyMissing,
+    ModelRateLimited,
+    ModelStreamMalformed,
+)
 
 from .fake_bedrock import (
     FakeBedrock,
+    context_overflow_reply,
     ending,
     error_reply,
     event,
@@ -249,3 +256,11 @@ def test_region_and_endpoint_defaults() -> None:
     assert isinstance(bedrock, BedrockProvider)
     assert bedrock.endpoint == "https://bedrock-runtime.us-west-2.amazonaws.com"
     assert BedrockProvider(model, env={}).region == "us-east-1"
+
+
+async def test_a_context_overflow_is_recognised_and_not_retried(fake: FakeBedrock) -> None:
+    fake.script(context_overflow_reply())
+    with trio.fail_after(LIMIT), pytest.raises(ModelContextOverflow) as caught:
+        await provider(fake).complete(request(fake), Deltas())
+    assert "Input is too long for requested model" in caught.value.message
+    assert len(fake.requests) == 1

@@ -26,6 +26,7 @@ from greenroom.agents.providers import (
 )
 from greenroom.domain import ChatMessage, FunctionCall, ImageURL, MessagePart, ToolCall, Usage
 from greenroom.errors import (
+    ModelContextOverflow,
     ModelError,
     ModelKeyMissing,
     ModelRateLimited,
@@ -35,6 +36,7 @@ from greenroom.errors import (
 from .fake_gemini import (
     FakeGemini,
     candidate,
+    context_overflow_reply,
     error_reply,
     function_call,
     stream_reply,
@@ -262,3 +264,11 @@ async def test_vertex_ai_is_refused_with_a_clear_error(fake: FakeGemini) -> None
     with pytest.raises(ModelError, match="Vertex AI is not supported"):
         await GoogleProvider(model, env=ENV).complete(request(fake), Deltas())
     assert fake.requests == []
+
+
+async def test_a_context_overflow_is_recognised_and_not_retried(fake: FakeGemini) -> None:
+    fake.script(context_overflow_reply(1200000, 1048576))
+    with trio.fail_after(LIMIT), pytest.raises(ModelContextOverflow) as caught:
+        await provider(fake).complete(request(fake), Deltas())
+    assert "exceeds the maximum number of tokens allowed (1048576)" in caught.value.message
+    assert len(fake.requests) == 1

@@ -27,6 +27,7 @@ from greenroom.agents.providers import (
 )
 from greenroom.domain import ChatMessage, FunctionCall, ImageURL, MessagePart, ToolCall, Usage
 from greenroom.errors import (
+    ModelContextOverflow,
     ModelError,
     ModelKeyMissing,
     ModelRateLimited,
@@ -38,6 +39,7 @@ from .fake_openai import (
     FakeOpenAI,
     ToolCallScript,
     chunk,
+    context_overflow_reply,
     error_reply,
     stream_reply,
     text_reply,
@@ -401,3 +403,12 @@ async def test_messages_are_converted_to_the_chat_format(fake: FakeOpenAI) -> No
     assert sent["max_tokens"] == 100  # a compatible server: max_tokens, not max_completion_tokens
     assert "max_completion_tokens" not in sent
     assert "tools" not in sent
+
+
+async def test_a_context_overflow_is_recognised_and_not_retried(fake: FakeOpenAI) -> None:
+    fake.script(context_overflow_reply(128000, 130001))
+    with trio.fail_after(LIMIT), pytest.raises(ModelContextOverflow) as caught:
+        await provider(fake).complete(request(fake), Deltas())
+    assert caught.value.code == "context_exceeded"
+    assert "maximum context length is 128000 tokens" in caught.value.message
+    assert len(fake.requests) == 1
