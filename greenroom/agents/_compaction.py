@@ -35,7 +35,7 @@ from greenroom.errors import ModelContextOverflow
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
-from ._tokens import CHARS_PER_TOKEN, COMPACT_AT
+from ._tokens import CHARS_PER_TOKEN
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
 from .providers._facts import ModelFacts
 
@@ -100,14 +100,15 @@ class _Call:
         """Characters a transcript may take (None: the window is unknown)."""
         if not self.facts.context:
             return None
-        window = int(self.facts.context * COMPACT_AT) - self.max_tokens
-        return max(window, 256) * CHARS_PER_TOKEN - len(SYSTEM_PROMPT) - len(USER_PROMPT)
+        window = max(self.facts.context - self.max_tokens, 256) * CHARS_PER_TOKEN
+        return window - len(SYSTEM_PROMPT) - len(USER_PROMPT) - len(self.additional)
 
     @property
     def max_tokens(self) -> int:
+        """The summary's output cap: it and the request must fit in the window together."""
         limits = [SUMMARY_MAX_TOKENS, self.facts.output or SUMMARY_MAX_TOKENS]
         if self.facts.context:
-            limits.append(max(self.facts.context // 4, 64))
+            limits.append(max(self.facts.context // 10, 32))
         return min(limits)
 
     async def summarise(self, chunks: list[str]) -> str:
