@@ -396,6 +396,21 @@ async def ws_events_until(
                 return out
 
 
+async def test_ws_compact_op_compacts_and_subscribers_see_it(live: Live) -> None:
+    async with ws_client(live) as ws:
+        sid = (await ws.result("create"))["id"]
+        run_id = await ws.send({"op": "run", "session_id": sid, "agent": AGENT, **user_body("hi")})
+        await ws_events_until(ws, sid, "stream_stopped", run=run_id)
+        assert await ws.result("subscribe", session_id=sid) == {"subscribed": sid}
+        reply = await ws.result("compact", session_id=sid, instructions="keep it short")
+        assert reply == {"status": "compacting"}
+        events = await ws_events_until(ws, sid, "session_compaction")
+        assert events[-1]["event"]["status"] == "started"
+        events = await ws_events_until(ws, sid, "session_compaction")
+        assert events[-1]["event"]["status"] == "completed"
+        assert live.env.runtime.compactions == ["keep it short"]
+
+
 async def test_ws_session_ops(live: Live) -> None:
     async with ws_client(live) as ws:
         created = await ws.result("create", title="WS session")
