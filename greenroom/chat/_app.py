@@ -21,7 +21,7 @@ from prompt_toolkit.formatted_text import FormattedText
 from greenroom.client import ApiError, ClientError, Event, EventStream, GreenroomClient
 
 from ._commands import COMMANDS, Quit
-from ._handlers import HANDLERS
+from ._handlers import HANDLERS, context_use
 from ._output import Output, plain_terminal
 
 
@@ -43,6 +43,7 @@ class ChatApp:
         self.session_id = session_id
         self.title = ""
         self.usage = (0, 0, 0.0)
+        self.context = (0, 0)  # the last call's context length and the model's window (0: unknown)
         self.connection = "connecting"
         self.running = False
         self.listed: list[dict[str, Any]] = []
@@ -58,6 +59,7 @@ class ChatApp:
     def _toolbar(self) -> FormattedText:
         tokens_in, tokens_out, cost = self.usage
         usage = f"{tokens_in} in / {tokens_out} out" + (f" / ${cost:.4f}" if cost else "")
+        usage += context_use(*self.context)
         title = self.title or ("untitled" if self.session_id else "no session")
         return FormattedText([("", f" {title} | tokens {usage} | {self.connection} ")])
 
@@ -142,7 +144,11 @@ class ChatApp:
             self._watch.cancel()
         self.session_id = session_id
         self.title = snapshot.get("title", "")
-        self.usage = (snapshot.get("input_tokens", 0), snapshot.get("output_tokens", 0), 0.0)
+        self.usage = (
+            snapshot.get("input_tokens", 0),
+            snapshot.get("output_tokens", 0),
+            snapshot.get("cost") or 0.0,
+        )
         self.running = bool(snapshot.get("streaming"))
         self.out.line(f"session: {self.title or 'untitled'} ({session_id})", "bold")
         for item in snapshot.get("messages") or []:

@@ -11,6 +11,13 @@ if TYPE_CHECKING:
     from ._app import ChatApp
 
 
+def context_use(length: int, limit: int) -> str:
+    """`` | context 12% of 128000`` when the model's window is known, else ``""``."""
+    if not limit:
+        return ""
+    return f" | context {round(100 * length / limit)}% of {limit}"
+
+
 def _on_stream_started(app: ChatApp, event: Event) -> None:
     app.running = True
 
@@ -41,7 +48,9 @@ def _on_user_message(app: ChatApp, event: Event) -> None:
 
 def _on_usage(app: ChatApp, event: Event) -> None:
     usage = event.get("usage") or {}
-    app.usage = (usage.get("input_tokens", 0), usage.get("output_tokens", 0), usage.get("cost", 0))
+    cost = usage.get("cost") or 0.0  # null: the model's price is unknown
+    app.usage = (usage.get("input_tokens", 0), usage.get("output_tokens", 0), cost)
+    app.context = (usage.get("context_length", 0) or 0, usage.get("context_limit", 0) or 0)
 
 
 def _on_title(app: ChatApp, event: Event) -> None:
@@ -60,8 +69,12 @@ def _on_stopped(app: ChatApp, event: Event) -> None:
     app.out.end_stream()
     if event.get("reason") == "canceled":
         app.out.note("(turn cancelled)")
-    tokens_in, tokens_out, _ = app.usage
-    app.out.note(f"[{app.title or 'untitled'} | tokens {tokens_in} in / {tokens_out} out]")
+    tokens_in, tokens_out, cost = app.usage
+    spent = f" / ${cost:.4f}" if cost else ""
+    used = context_use(*app.context)
+    app.out.note(
+        f"[{app.title or 'untitled'} | tokens {tokens_in} in / {tokens_out} out{spent}{used}]"
+    )
     app.running = False
     app.signal(event)
 

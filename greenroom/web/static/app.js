@@ -94,6 +94,10 @@ function showTitle(title) {
 function showUsage(usage) {
   const parts = [`Tokens: ${usage.input_tokens || 0} in, ${usage.output_tokens || 0} out`];
   if (usage.cost) parts.push(`cost $${Number(usage.cost).toFixed(4)}`);
+  if (usage.context_limit) {
+    const share = Math.round((100 * (usage.context_length || 0)) / usage.context_limit);
+    parts.push(`context ${share}% of ${usage.context_limit}`);
+  }
   $("usage").textContent = parts.join(" · ");
 }
 
