@@ -119,6 +119,13 @@ class Notices:
         return pending
 
 
+def _worth_compacting(request: ModelRequest, facts: ModelFacts) -> bool:
+    """Whether the conversation is a real share of the window (a system prompt and tools that
+    fill it alone are not helped by a summary, and would be summarised on every call)."""
+    history = estimate_tokens([m for m in request.messages if m.role != "system"])
+    return history * 4 > (facts.context or 0)
+
+
 @attrs.define
 class Repeats:
     """How many model responses in a row asked for the same tool calls (same arguments)."""
@@ -344,7 +351,7 @@ class AgentLoop:
         estimate = estimate_tokens(request.messages, request.tools)
         self._check_budget(frame, facts, estimate)
         compacted = False
-        if should_compact(estimate, facts.context):
+        if should_compact(estimate, facts.context) and _worth_compacting(request, facts):
             compacted = True
             try:
                 if await self.compact(frame, model=model) is not None:

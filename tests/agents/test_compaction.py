@@ -356,3 +356,36 @@ async def test_compact_on_demand_passes_the_instructions() -> None:
     await make_runtime(provider).compact(io, "mention the numbers")
     assert "mention the numbers" in provider.requests[0].messages[-1].content
     assert [i.summary for i in io.session.items if isinstance(i, Summary)] == ["short"]
+
+
+@pytest.mark.parametrize(
+    ("snippet", "problem"),
+    [
+        ("    limit: {context: -5}\n", "models.small.limit.context: expected a positive integer"),
+        ("    cost: {input: -1}\n", "models.small.cost.input: expected a non-negative number"),
+        ("    cost: {inptu: 1}\n", "models.small.cost.inptu: unknown key"),
+        ("    limit: 3000\n", "models.small.limit: expected a mapping"),
+    ],
+)
+def test_bad_limit_or_cost_keys_are_validate_errors_with_their_line(
+    snippet: str, problem: str
+) -> None:
+    from greenroom.agents import parse_agent_file
+    from greenroom.errors import AgentConfigError
+
+    text = "models:\n  small:\n    provider: openai\n    model: m\n" + snippet
+    text += "agents:\n  root:\n    model: small\n    max_cost: -2\n"
+    with pytest.raises(AgentConfigError) as caught:
+        parse_agent_file(text, "bad.yaml")
+    problems = "\n".join(caught.value.problems)
+    assert f"bad.yaml:5: {problem}" in problems
+    assert "bad.yaml:9: agents.root.max_cost: expected a non-negative number" in problems
+
+
+async def test_a_system_prompt_that_fills_the_window_alone_is_not_compacted() -> None:
+    yaml = small_window_yaml(200).replace("Be brief.", "x" * 2000)
+    provider = FakeProvider(text("answered"))
+    io = start(FakeIO(), "hi")
+    await make_runtime(provider, yaml).run_stream(io)
+    assert not io.of(SessionCompaction)
+    assert io.messages()[-1].content == "answered"
