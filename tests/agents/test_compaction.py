@@ -401,3 +401,13 @@ def test_the_model_data_is_not_loaded_when_the_server_modules_are_imported() -> 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("value", [-0.01, float("inf"), float("nan")])
+def test_a_negative_or_infinite_session_budget_is_refused_at_startup(value: float) -> None:
+    from greenroom.errors import ConfigError
+    from greenroom.serve import ServeConfig, check_config
+
+    with pytest.raises(ConfigError, match="max-session-cost"):
+        check_config(ServeConfig(max_session_cost=value))
+    check_config(ServeConfig(max_session_cost=1.5))
