@@ -70,16 +70,23 @@ class SmallWindow:
         return fo.text_reply(f"Answer {self.answers}: " + "b" * 500, usage=(size // 4, 130))
 
 
+@pytest.mark.parametrize("window_known", [False, True], ids=["reactive", "proactive"])
 async def test_thirty_long_turns_against_a_3000_character_window_all_answer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window_known: bool
 ) -> None:
+    """Reactive: greenroom does not know the window, the refusals tell it. Proactive: the file
+    says ``limit: {context: 750}`` (3,000 characters at 4 a token), so greenroom compacts before
+    the model would refuse, and it never does."""
     monkeypatch.setenv(KEY_VAR, KEY)
     model = SmallWindow()
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
             fake: fo.FakeOpenAI = await nursery.start(fo.FakeOpenAI().serve)
             fake.responder = model
-            agent = write_agent(tmp_path, "long", openai_model(fake))
+            settings: dict[str, Any] = openai_model(fake)
+            if window_known:
+                settings["limit"] = {"context": WINDOW // 4}
+            agent = write_agent(tmp_path, "long", settings)
             async with serving(agent, tmp_path / "db.sqlite3") as server:
                 client = server.client
                 session_id = await create_session(client)
@@ -98,7 +105,10 @@ async def test_thirty_long_turns_against_a_3000_character_window_all_answer(
                 session = await get_session(client, session_id)
             nursery.cancel_scope.cancel()
 
-    assert model.refused > 0  # the window was hit ...
+    if window_known:
+        assert model.refused == 0  # compacted in time, every time
+    else:
+        assert model.refused > 0  # the window was hit ...
     assert compactions >= 5  # ... over and over, and each time compacted
     assert model.answers == TURNS
     # Storage keeps every question and answer: the summaries only stand in for them in prompts.
