@@ -163,6 +163,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_prompt",
                 "_tokens",
                 "_compaction",
+                "_spending",
             }
         ),
     ),

@@ -35,12 +35,10 @@ from greenroom.domain import (
     McpInitFinished,
     McpInitStarted,
     Message,
-    MessageUsage,
     StreamStarted,
     StreamStopped,
     Summary,
     TokenUsage,
-    TokenUsageInfo,
     ToolCall,
     ToolsetInfo,
     UserMessage,
@@ -48,7 +46,6 @@ from greenroom.domain import (
     utcnow,
 )
 from greenroom.errors import (
-    BudgetExceeded,
     GreenroomError,
     ModelContextOverflow,
     ModelError,
@@ -62,10 +59,10 @@ from ._models import ModelTable
 from ._prompt import build_messages
 from ._queue import MessageQueue
 from ._runtime import ElicitationSink, QueuedMessage
+from ._spending import Repeats, check_budget, usage_info, worth_compacting
 from ._tokens import MAX_OLD_TOOL_CALL_TOKENS, estimate_tokens, should_compact
 from ._toolcalls import CANCELLED, ToolCalls
 from .providers._base import Delta, ModelConfig, ModelRequest, ModelResponse, TextDelta
-from .providers._facts import PER_TOKENS, ModelFacts
 from .tools import AgentTools
 
 log = logging.getLogger(__name__)
@@ -117,27 +114,6 @@ class Notices:
     def drain(self) -> list[Event]:
         pending, self._pending = self._pending, []
         return pending
-
-
-def _worth_compacting(request: ModelRequest, facts: ModelFacts) -> bool:
-    """Whether the conversation is a real share of the window (a system prompt and tools that
-    fill it alone are not helped by a summary, and would be summarised on every call)."""
-    history = estimate_tokens([m for m in request.messages if m.role != "system"])
-    return history * 4 > (facts.context or 0)
-
-
-@attrs.define
-class Repeats:
-    """How many model responses in a row asked for the same tool calls (same arguments)."""
-
-    last: tuple[tuple[str, str], ...] = ()
-    count: int = 0
-
-    def seen(self, calls: tuple[ToolCall, ...]) -> int:
-        key = tuple((c.function.name, c.function.arguments) for c in calls)
-        self.count = self.count + 1 if key == self.last else 1
-        self.last = key
-        return self.count
 
 
 @attrs.define(eq=False)
@@ -307,29 +283,6 @@ class AgentLoop:
             model=model, messages=messages, tools=tools.specs, max_tokens=model.max_tokens
         )
 
-    def _check_budget(self, frame: Frame, facts: ModelFacts, estimate: int) -> None:
-        """Raise BudgetExceeded when the next call would take the session past its budget."""
-        agent = frame.agent
-        limits = [
-            (v, w)
-            for v, w in (
-                (agent.max_cost, "max_cost of agent " + agent.name),
-                (self.max_session_cost, "--max-session-cost"),
-            )
-            if v > 0
-        ]
-        if not limits:
-            return
-        budget, what = min(limits)
-        spent = frame.io.session.cost
-        upcoming = estimate * (facts.input_price or 0.0) / PER_TOKENS
-        if spent + upcoming > budget:
-            raise BudgetExceeded(
-                f"the session has cost ${spent:.4f}; the next model call (about "
-                f"${upcoming:.4f} of input) would take it past its budget of ${budget:.4f} "
-                f"({what})"
-            )
-
     async def compact(
         self, frame: Frame, *, additional: str = "", model: ModelConfig | None = None
     ) -> Summary | None:
@@ -349,9 +302,9 @@ class AgentLoop:
         session = io.session
         request = self._request(frame, model)
         estimate = estimate_tokens(request.messages, request.tools)
-        self._check_budget(frame, facts, estimate)
+        check_budget(frame.agent, self.max_session_cost, io.session, facts, estimate)
         compacted = False
-        if should_compact(estimate, facts.context) and _worth_compacting(request, facts):
+        if should_compact(estimate, facts.context) and worth_compacting(request, facts):
             compacted = True
             try:
                 if await self.compact(frame, model=model) is not None:
@@ -397,28 +350,7 @@ class AgentLoop:
         frame.open_calls = list(response.tool_calls)
         usage = response.usage
         io.add_usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
-        totals = io.session
-        info = TokenUsageInfo(
-            input_tokens=totals.input_tokens,
-            output_tokens=totals.output_tokens,
-            context_length=(
-                usage.input_tokens
-                + usage.cached_input_tokens
-                + usage.cached_write_tokens
-                + usage.output_tokens
-            ),
-            context_limit=facts.context or 0,
-            cost=totals.cost if cost is not None or totals.cost else None,
-            last_message=MessageUsage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_input_tokens=usage.cached_input_tokens,
-                cached_write_tokens=usage.cached_write_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                cost=cost,
-                model=chat.model,
-            ),
-        )
+        info = usage_info(io.session, usage, cost, facts, chat.model)
         await io.emit(TokenUsage(info, session_id=session.id, agent_name=agent.name))
         return response
 
