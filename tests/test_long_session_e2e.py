@@ -9,6 +9,7 @@ every message must still be in storage.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,53 @@ async def test_token_usage_of_gpt_4o_mini_carries_its_cost_and_context_limit(
     assert usage["last_message"]["Model"] == "fake-gpt"  # as the endpoint reported it
     (answer,) = [m["message"] for m in session["messages"] if m["message"]["role"] == "assistant"]
     assert answer["cost"] == usage["cost"]
+
+
+async def test_compact_on_demand_through_the_server_stores_a_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_VAR, KEY)
+    model = SmallWindow()
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            fake: fo.FakeOpenAI = await nursery.start(fo.FakeOpenAI().serve)
+            fake.responder = model
+            agent = write_agent(tmp_path, "short", openai_model(fake))
+            async with serving(agent, tmp_path / "db.sqlite3", titles=False) as server:
+                client = server.client
+                session_id = await create_session(client)
+                await run_turn(client, session_id, "short", "First question")
+                response = await client.post(
+                    f"/api/sessions/{session_id}/compact", json={"instructions": "be terse"}
+                )
+                assert response.status_code == 202, response.text
+                assert response.json() == {"status": "compacting"}
+                events: list[dict[str, Any]] = []
+                async with client.stream(
+                    "GET", f"/api/sessions/{session_id}/events", params={"since": 0}
+                ) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:"):
+                            events.append(json.loads(line[5:]))
+                            if events[-1].get("status") == "completed":
+                                break
+                # The compaction ends like a turn: the session is free again right after.
+                for _ in range(500):  # real clock: the server persists, then ends it
+                    status = await client.get(f"/api/sessions/{session_id}/status")
+                    if not status.json()["streaming"]:
+                        break
+                    await trio.sleep(0.02)
+                await run_turn(client, session_id, "short", "Second question")
+            nursery.cancel_scope.cancel()
+    kinds = [(e["type"], e.get("status", "")) for e in events]
+    assert kinds[-3:] == [
+        ("session_compaction", "started"),
+        ("session_summary", ""),
+        ("session_compaction", "completed"),
+    ]
+    (summary_request,) = [r.json for r in fake.requests if "be terse" in r.body.decode()]
+    assert summary_request["messages"][0]["content"].startswith("You summarise")
+    async with open_sqlite_store(tmp_path / "db.sqlite3") as store:
+        stored = await store.get_session(session_id)
+    (summary,) = [item for item in stored.items if isinstance(item, Summary)]
+    assert summary.summary.startswith("Summary 1")
