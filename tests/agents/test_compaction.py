@@ -411,3 +411,20 @@ def test_a_negative_or_infinite_session_budget_is_refused_at_startup(value: floa
     with pytest.raises(ConfigError, match="max-session-cost"):
         check_config(ServeConfig(max_session_cost=value))
     check_config(ServeConfig(max_session_cost=1.5))
+
+
+def test_the_json_view_shows_the_new_keys_and_validate_does_not_warn_about_them() -> None:
+    from greenroom.agents import agent_file_to_json, parse_agent_file
+
+    extra = (
+        "    max_cost: 1.5\n    num_history_items: 30\n"
+        "    max_old_tool_call_tokens: 1000\n    max_consecutive_tool_calls: 4\n"
+    )
+    config = parse_agent_file(small_window_yaml(4096, extra=extra), "keys.yaml")
+    assert config.warnings == ()
+    view = agent_file_to_json(config)
+    assert view["models"]["small"]["limit"] == {"context": 4096}
+    assert view["models"]["small"]["cost"] == {"input": 1.0, "output": 2.0}
+    root = view["agents"]["root"]
+    assert (root["max_cost"], root["num_history_items"]) == (1.5, 30)
+    assert (root["max_old_tool_call_tokens"], root["max_consecutive_tool_calls"]) == (1000, 4)
