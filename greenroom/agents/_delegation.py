@@ -127,6 +127,11 @@ class ChildIO:
         )
 
     @property
+    def parent(self) -> TurnIO:
+        """The IO of the frame that delegated (budgets count the whole team's spend)."""
+        return self._parent
+
+    @property
     def record(self) -> Session:
         """The sub-session as it will be stored (its own approval settings)."""
         return self._session

@@ -302,7 +302,7 @@ class AgentLoop:
         session = io.session
         request = self._request(frame, model)
         estimate = estimate_tokens(request.messages, request.tools)
-        check_budget(frame.agent, self.max_session_cost, io.session, facts, estimate)
+        check_budget(frame.agent, self.max_session_cost, io, facts, estimate)
         compacted = False
         if should_compact(estimate, facts.context) and worth_compacting(request, facts):
             compacted = True

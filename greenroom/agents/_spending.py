@@ -5,20 +5,42 @@ from __future__ import annotations
 
 import attrs
 
-from greenroom.domain import MessageUsage, Session, TokenUsageInfo, ToolCall, Usage
+from greenroom.domain import (
+    MessageUsage,
+    Session,
+    SubSession,
+    TokenUsageInfo,
+    ToolCall,
+    Usage,
+)
 from greenroom.errors import BudgetExceeded
 
 from ._config import AgentConfig
+from ._runtime import TurnIO
 from ._tokens import estimate_tokens
 from .providers._base import ModelRequest
 from .providers._facts import PER_TOKENS, ModelFacts
 
 
+def total_cost(session: Session) -> float:
+    """What ``session`` and its finished sub-sessions (delegated tasks) have cost."""
+    subs = (item.session for item in session.items if isinstance(item, SubSession))
+    return session.cost + sum(total_cost(sub) for sub in subs)
+
+
+def spent(io: TurnIO) -> float:
+    """What the session a frame belongs to has cost so far: its own calls, its finished
+    sub-sessions, and, inside a delegated task, the delegating frames' (as far up as it goes)."""
+    parent = getattr(io, "parent", None)  # a sub-session's IO (ChildIO) knows its parent
+    return total_cost(io.session) + (spent(parent) if parent is not None else 0.0)
+
+
 def check_budget(
-    agent: AgentConfig, max_session_cost: float, session: Session, facts: ModelFacts, estimate: int
+    agent: AgentConfig, max_session_cost: float, io: TurnIO, facts: ModelFacts, estimate: int
 ) -> None:
     """Raise BudgetExceeded when a call of ``estimate`` input tokens would take the session past
-    its budget: the lower of the agent's ``max_cost`` and the server's (0: none)."""
+    its budget: the lower of the agent's ``max_cost`` and the server's (0: none). A team's
+    delegated tasks count toward it."""
     limits = [
         (value, what)
         for value, what in (
@@ -30,11 +52,11 @@ def check_budget(
     if not limits:
         return
     budget, what = min(limits)
-    spent = session.cost
+    so_far = spent(io)
     upcoming = estimate * (facts.input_price or 0.0) / PER_TOKENS
-    if spent + upcoming > budget:
+    if so_far + upcoming > budget:
         raise BudgetExceeded(
-            f"the session has cost ${spent:.4f}; the next model call (about ${upcoming:.4f} of "
+            f"the session has cost ${so_far:.4f}; the next model call (about ${upcoming:.4f} of "
             f"input) would take it past its budget of ${budget:.4f} ({what})"
         )
 

@@ -428,3 +428,17 @@ def test_the_json_view_shows_the_new_keys_and_validate_does_not_warn_about_them(
     root = view["agents"]["root"]
     assert (root["max_cost"], root["num_history_items"]) == (1.5, 30)
     assert (root["max_old_tool_call_tokens"], root["max_consecutive_tool_calls"]) == (1000, 4)
+
+
+def test_a_teams_delegated_tasks_count_toward_the_budget() -> None:
+    from types import SimpleNamespace
+
+    from greenroom.agents._spending import spent
+    from greenroom.domain import Session, SubSession
+
+    done = Session.new(cost=0.2)
+    root = Session.new(cost=0.3).with_item(SubSession(done))
+    root_io = SimpleNamespace(session=root)
+    running_task = SimpleNamespace(session=Session.new(cost=0.1), parent=root_io)
+    assert spent(root_io) == pytest.approx(0.5)
+    assert spent(running_task) == pytest.approx(0.6)
