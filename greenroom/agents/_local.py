@@ -32,6 +32,7 @@ from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._confirm import Confirmations
 from ._delegation import Delegation
 from ._elicitation import ElicitationAnswer, Elicitations
+from ._environment import prompt_context
 from ._frame import AgentSlot, Frame
 from ._loop import INTERRUPTED_NOTE, AgentLoop, Notices, failed_toolsets
 from ._models import ModelTable, ProviderFor
@@ -127,6 +128,7 @@ class LocalRuntime:
             followups=self._followups,
             notices=self._notices,
             today=today,
+            prompt_context=self._prompt_context,
         )
         self._delegation = Delegation(config.agents, self._models, self._loop.run)
         self.background = BackgroundAgents(
@@ -140,6 +142,16 @@ class LocalRuntime:
     @property
     def _agent(self) -> AgentConfig:
         return self._slot.agent
+
+    async def _prompt_context(self, agent: AgentConfig) -> list[str]:
+        if not (agent.add_environment_info or agent.add_prompt_files):
+            return []
+        return await prompt_context(
+            self._tool_context.working_dir,
+            environment=agent.add_environment_info,
+            prompt_files=agent.add_prompt_files,
+            today=self._loop.today(),
+        )
 
     # --- services ------------------------------------------------------------------------
 
@@ -268,7 +280,12 @@ class LocalRuntime:
         io, agent = self._io, self._agent
         if io is not None:
             model = self._models.model_of(agent)
-            info = AgentInfo(agent_name=agent.name, model=model.ref, description=agent.description)
+            info = AgentInfo(
+                agent_name=agent.name,
+                model=model.ref,
+                description=agent.description,
+                welcome_message=agent.welcome_message,
+            )
             await io.emit(info)
 
     # --- agents and models ---------------------------------------------------------------------

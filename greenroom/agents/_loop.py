@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 import trio
@@ -116,6 +116,8 @@ class AgentLoop:
     followups: MessageQueue
     notices: Notices
     today: Callable[[], dt.date]
+    prompt_context: Callable[[AgentConfig], Awaitable[list[str]]] | None = None
+    """Environment info and prompt files of an agent's system prompt (``_environment.py``)."""
 
     async def run(self, frame: Frame) -> str:
         """Run ``frame`` until done; returns why it stopped (``normal``, ``error``)."""
@@ -250,6 +252,7 @@ class AgentLoop:
         instructions = tools.instructions
         if frame.task_prompt:
             instructions = [*instructions, frame.task_prompt]
+        context = await self.prompt_context(agent) if self.prompt_context is not None else []
         request = ModelRequest(
             model=model,
             messages=build_messages(
@@ -258,6 +261,7 @@ class AgentLoop:
                 max_tool_result_tokens=cap,
                 today=self.today(),
                 instructions=instructions,
+                context=context,
             ),
             tools=tools.specs,
             max_tokens=model.max_tokens,

@@ -19,12 +19,18 @@ NO_RESULT = "No result provided"
 
 
 def system_prompt(
-    agent: AgentConfig, today: dt.date | None, instructions: Sequence[str] = ()
+    agent: AgentConfig,
+    today: dt.date | None,
+    instructions: Sequence[str] = (),
+    context: Sequence[str] = (),
 ) -> str:
+    """The agent's instruction, the toolsets' instructions, the date, then ``context``
+    (environment info and prompt files, as docker-agent orders them)."""
     parts = [agent.instruction.strip()] if agent.instruction.strip() else []
     parts += [text.strip() for text in instructions if text.strip()]
     if agent.add_date and today is not None:
         parts.append(f"Today's date: {today.isoformat()}")
+    parts += [text.strip() for text in context if text.strip()]
     return "\n\n".join(parts)
 
 
@@ -72,6 +78,7 @@ def build_messages(
     max_tool_result_tokens: int = 0,
     today: dt.date | None = None,
     instructions: Sequence[str] = (),
+    context: Sequence[str] = (),
 ) -> tuple[ChatMessage, ...]:
     """System prompt first, then the history since the last summary, ready for a provider.
 
@@ -81,12 +88,13 @@ def build_messages(
         max_tool_result_tokens: cap of each tool result (0 = none), applied to copies.
         today: the date stamped into the system prompt when the agent has ``add_date``.
         instructions: the toolsets' instructions, appended to the agent's.
+        context: environment info and prompt files, after the date.
     """
     history: list[ChatMessage] = []
     for entry in _since_summary(session.items):
         if isinstance(entry, Message):
             entry = cap_tool_result(entry, max_tool_result_tokens).message
         history.append(entry)
-    system = system_prompt(agent, today, instructions)
+    system = system_prompt(agent, today, instructions, context)
     head = (ChatMessage(role="system", content=system),) if system else ()
     return head + tuple(_paired(history))

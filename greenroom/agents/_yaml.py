@@ -3,7 +3,7 @@
 ruamel.yaml's round-trip loader keeps the line of every key and value, so a problem can point at
 the line to fix. The whole file is checked before failing, so one run reports every fault.
 What docker-agent's format allows and greenroom will not do as written (keys it does not
-implement such as ``hooks``, sub-agents from a catalog, ...) is accepted and listed in
+implement such as ``rag``, sub-agents from a catalog, ...) is accepted and listed in
 :attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
 toolset type) is an error. The model side is read by ``_yaml_models.py``.
 """
@@ -38,6 +38,7 @@ from ._yaml_checks import (
     own_line,
     plain,
 )
+from ._yaml_context import CONTEXT_KEYS, parse_context
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 
 _TOP_KEYS = {
@@ -67,16 +68,12 @@ _AGENT_KEYS = {
     "safety",
     "fallback",
     "handoffs",
+    *CONTEXT_KEYS,
 }
 _AGENT_IGNORED = {
     "num_history_items",
-    "add_environment_info",
-    "add_prompt_files",
-    "add_description_parameter",
     "code_mode_tools",
     "structured_output",
-    "skills",
-    "hooks",
     "rag",
     "max_consecutive_tool_calls",
     "max_old_tool_call_tokens",
@@ -281,6 +278,7 @@ def _parse_agent(
         fields["add_date"] = c.typed(mapping, "add_date", path, as_bool, "a boolean")
     if "safety" in mapping:
         fields["safety"] = _safety(c, mapping, path)
+    fields.update(parse_context(c, mapping, path))
     model = fields.get("model")
     if "model" not in mapping:
         c.fail(line, f"{path}.model", "is required")

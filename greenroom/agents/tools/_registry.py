@@ -20,6 +20,8 @@ from .._config import AgentConfig, ToolsetConfig
 from ..providers._base import ToolSpec
 from ._base import Tool, ToolContext, ToolsetError
 from ._deferred import deferred_tools
+from ._described import described
+from ._skills import build_skills
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ class AgentTools:
     )
     entries: list[_Entry] = attrs.field(factory=list)
     activated: list[str] = attrs.field(factory=list)
+    describe: bool = False
+    """``add_description_parameter``: the tools upstream marks get a ``description`` argument."""
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -147,6 +151,8 @@ class AgentTools:
         for name in self.activated:
             if name in deferred:
                 tools.setdefault(name, deferred.pop(name))
+        if self.describe:
+            tools = {name: described(tool) for name, tool in tools.items()}
         self.tools, self.deferred, self.instructions = tools, deferred, instructions
 
     def refresh(self) -> bool:
@@ -242,7 +248,17 @@ ToolsFor = Callable[[AgentConfig, ToolContext], AgentTools]
 
 
 def default_tools_for(agent: AgentConfig, context: ToolContext | None = None) -> AgentTools:
-    return build_tools(agent.toolsets, context)
+    """The tools of ``agent``'s toolsets, its skills, with the description parameter if asked."""
+    tools = build_tools(agent.toolsets, context)
+    if agent.skills:
+        ctx = context if context is not None else ToolContext()
+        found, text = build_skills(agent.skills, ctx)
+        if found:
+            tools.add(ToolsetConfig(type="skills"), Toolset(found, instructions=text))
+    if agent.add_description_parameter:
+        tools.describe = True
+        tools._rebuild()
+    return tools
 
 
 def names(tools: Sequence[Tool]) -> list[str]:
