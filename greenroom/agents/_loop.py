@@ -203,6 +203,7 @@ class AgentLoop:
         """Model calls and tool calls until the model stops or the iteration limit is hit."""
         io = frame.io
         iterations = 0
+        routed = ("", "")  # (agent, model): a toolset's ``model`` for the next call only
         while True:
             if frame.root:
                 await self._take_steers(frame)
@@ -217,8 +218,13 @@ class AgentLoop:
             if frame.agent.name not in frame.prepared:  # this turn's first call, or a handoff
                 await self._prepare(frame)
             await self._start_toolsets(frame)
-            response = await self._call_model(frame)
+            override = routed[1] if routed[0] == frame.agent.name else ""
+            response = await self._call_model(frame, override)
+            routed = ("", "")
             if response.tool_calls:
+                tools = self.tools_of(self.agents.get(frame.agent_name) or frame.agent)
+                called = [call.function.name for call in response.tool_calls]
+                routed = (frame.agent_name, tools.model_after(called))
                 await self._run_tools(frame, response.tool_calls)
             elif not (frame.root and self.steers.depth):
                 return
@@ -242,10 +248,20 @@ class AgentLoop:
         )
         await io.emit(event)
 
-    async def _call_model(self, frame: Frame) -> ModelResponse:
+    async def _call_model(self, frame: Frame, override: str = "") -> ModelResponse:
+        """One model call; ``override`` is a model ref used instead of the agent's (the model a
+        toolset routes its results to), falling back to the agent's when it does not resolve."""
         io = frame.io
         agent = frame.agent
         model = self.models.model_of(agent)
+        provider = None
+        if override:
+            try:
+                model = self.models.resolve(override)
+                provider = self.models.provider(model)
+            except GreenroomError as exc:
+                log.warning("toolset model %r not used: %s", override, exc)
+                model, provider = self.models.model_of(agent), None
         session = io.session
         cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
         tools = self.tools_of(agent)
@@ -276,7 +292,8 @@ class AgentLoop:
                 frame.reasoning.append(delta.text)
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
-        response = await self.models.provider_of(agent).complete(request, on_delta)
+        provider = provider or self.models.provider_of(agent)
+        response = await provider.complete(request, on_delta)
         chat = ChatMessage(
             role="assistant",
             content=response.content or "".join(frame.text),

@@ -83,6 +83,11 @@ class ModelTable:
         sticky = self._sticky.setdefault(agent.name, Stickiness())
         return FallbackChain(models, self.provider, cooldown=fallback.cooldown, sticky=sticky)
 
+    def resolve(self, ref: str) -> ModelConfig:
+        """The model ``ref`` names (an alloy's first part). Raises InvalidRequest."""
+        choices = self._config.model_choices(ref)
+        return self._config.model_config(choices[0], auto=self._auto)
+
     def provider(self, model: ModelConfig) -> Provider:
         provider = self._providers.get(model)
         if provider is None:

@@ -38,7 +38,12 @@ from ._yaml_checks import (
     own_line,
     plain,
 )
-from ._yaml_context import CONTEXT_KEYS, parse_context
+from ._yaml_context import (
+    CONTEXT_KEYS,
+    check_toolset_models,
+    check_toolset_routing,
+    parse_context,
+)
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 
 _TOP_KEYS = {
@@ -79,7 +84,7 @@ _AGENT_IGNORED = {
     "max_old_tool_call_tokens",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
-_TOOLSET_IGNORED = {"toon", "model"}
+_TOOLSET_IGNORED: set[str] = set()
 """Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
 _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
@@ -213,6 +218,7 @@ def _parse_toolsets(
             )
         for key in _TOOLSET_IGNORED & set(mapping):
             c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
+        check_toolset_routing(c, mapping, item_path, item_line)
         options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
         definition = as_mapping(mcps.get(ref)) if kind == "mcp" and named_ref else None
         if definition is not None:
@@ -299,6 +305,7 @@ def _parse_agent(
         fields["toolsets"] = tuple(
             _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line, mcps)
         )
+        check_toolset_models(c, fields["toolsets"], f"{path}.toolsets", refs)
     if "commands" in mapping:
         commands_line = line_of(mapping, "commands") or line
         fields["commands"] = _parse_commands(

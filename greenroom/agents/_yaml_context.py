@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._config import HookCommand, HookMatcher, HooksConfig
+from ._config import HookCommand, HookMatcher, HooksConfig, ToolsetConfig
 from ._yaml_checks import Checker, as_bool, as_mapping, as_str_list, kind_of, line_of, own_line
+
+if TYPE_CHECKING:
+    from ._yaml_models import ModelRefs
 
 CONTEXT_KEYS = {
     "add_environment_info",
@@ -151,3 +154,39 @@ def _hook(c: Checker, raw: Any, path: str, line: int) -> HookCommand | None:
         return None
     seconds = float(timeout) if timeout > 0 else DEFAULT_HOOK_TIMEOUT
     return HookCommand(str(command), seconds, line=line)
+
+
+def check_toolset_routing(c: Checker, mapping: Mapping[Any, Any], path: str, line: int) -> None:
+    """A toolset's ``toon`` (comma-separated regexes) and ``model`` (a string) are well formed."""
+    if "toon" in mapping:
+        toon = mapping["toon"]
+        where = line_of(mapping, "toon") or line
+        if not isinstance(toon, str):
+            c.fail(
+                where,
+                f"{path}.toon",
+                f"expected a string of tool-name patterns, got {kind_of(toon)}",
+            )
+        else:
+            for part in toon.split(","):
+                try:
+                    re.compile(part.strip())
+                except re.error as exc:
+                    c.fail(
+                        where,
+                        f"{path}.toon",
+                        f"{part.strip()!r} is not a valid regular expression: {exc}",
+                    )
+    if "model" in mapping and not isinstance(mapping["model"], str):
+        where = line_of(mapping, "model") or line
+        c.fail(where, f"{path}.model", f"expected a model ref, got {kind_of(mapping['model'])}")
+
+
+def check_toolset_models(
+    c: Checker, toolsets: tuple[ToolsetConfig, ...], path: str, refs: ModelRefs
+) -> None:
+    """Each toolset's ``model`` names a model of the file (or ``provider/model``)."""
+    for index, toolset in enumerate(toolsets):
+        model = toolset.options.get("model")
+        if isinstance(model, str):
+            refs.check(c, model, toolset.line, f"{path}[{index}].model")

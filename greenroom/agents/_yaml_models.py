@@ -32,6 +32,7 @@ from .providers._catalog import (
     VENDORS,
     CustomProvider,
 )
+from .providers._dmr import DMR_OPTIONS
 
 _MODEL_KEYS = {
     "provider",
@@ -222,7 +223,10 @@ def _check_options(c: Checker, config: ModelConfig, refs: ModelRefs, line: int, 
     api = "openai" if custom is not None else (vendor.api if vendor is not None else "")
     options = config.provider_opts
     opts_path = f"{path}.provider_opts"
-    extra = set(options) - _USED_OPTIONS.get(api, frozenset())
+    used = _USED_OPTIONS.get(api, frozenset())
+    if config.provider == "dmr":
+        used |= DMR_OPTIONS
+    extra = set(options) - used
     if api == "google" and extra & _VERTEX_OPTIONS:
         extra -= _VERTEX_OPTIONS
         c.warn(

@@ -299,14 +299,10 @@ def test_the_json_view_shows_providers_fallbacks_and_options() -> None:
     assert json.loads(json.dumps(data)) == data
 
 
-def test_generic_toolset_keys_greenroom_does_not_apply_are_warned() -> None:
+def test_generic_toolset_keys_toon_and_model_are_applied_not_warned() -> None:
     config = parse(
         "agents:\n  root:\n    model: openai/x\n    toolsets:\n"
         "      - type: think\n        toon: 'list_.*'\n        model: openai/small\n"
     )
-    assert config.warnings == (
-        "agent.yaml:6: agents.root.toolsets[0].toon: warning: ignored: greenroom does not "
-        "implement this key",
-        "agent.yaml:7: agents.root.toolsets[0].model: warning: ignored: greenroom does not "
-        "implement this key",
-    )
+    assert config.warnings == ()
+    assert config.agents["root"].toolsets[0].options["model"] == "openai/small"

@@ -10,6 +10,7 @@ options raises :class:`ToolsetError`; the toolset is dropped with the upstream w
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from ._base import Tool, ToolContext, ToolsetError
 from ._deferred import deferred_tools
 from ._described import described
 from ._skills import build_skills
+from ._toon import toon_patterns, with_toon
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,8 @@ class AgentTools:
     activated: list[str] = attrs.field(factory=list)
     describe: bool = False
     """``add_description_parameter``: the tools upstream marks get a ``description`` argument."""
+    model_overrides: dict[str, str] = attrs.field(factory=dict)
+    """Offered tool name → its toolset's ``model`` (the model of the call after its results)."""
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -129,6 +133,7 @@ class AgentTools:
         tools: dict[str, Tool] = {}
         deferred: dict[str, Tool] = {}
         instructions: list[str] = []
+        overrides: dict[str, str] = {}
         for entry in self.entries:
             toolset, built = entry.config, entry.built
             offered, original = built.tools, built.instructions
@@ -140,10 +145,15 @@ class AgentTools:
             if text:
                 instructions.append(text)
             defer = toolset.options.get("defer")
+            toon = _toon_of(toolset)
+            model = toolset.options.get("model")
             for tool in offered:
                 name = tool.spec.name
                 if keep is not None and name not in keep:
                     continue
+                tool = with_toon(tool, toon) if toon else tool
+                if isinstance(model, str) and model and name not in overrides:
+                    overrides[name] = model
                 if defer is True or (isinstance(defer, list | tuple) and name in defer):
                     deferred.setdefault(name, tool)
                 elif name not in tools:
@@ -154,6 +164,15 @@ class AgentTools:
         if self.describe:
             tools = {name: described(tool) for name, tool in tools.items()}
         self.tools, self.deferred, self.instructions = tools, deferred, instructions
+        self.model_overrides = overrides
+
+    def model_after(self, names: Iterable[str]) -> str:
+        """The ``model`` of the first of the called tools whose toolset has one ("" if none):
+        docker-agent's per-toolset routing of the model call that reads their results."""
+        for name in names:
+            if name in self.model_overrides:
+                return self.model_overrides[name]
+        return ""
 
     def refresh(self) -> bool:
         """Read the live toolsets again if any changed; True when the tools changed."""
@@ -204,6 +223,13 @@ def _listed(options: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return tuple(value)
     return None
+
+
+def _toon_of(toolset: ToolsetConfig) -> tuple[re.Pattern[str], ...]:
+    try:
+        return toon_patterns(toolset.options.get("toon"))
+    except re.error:  # refused when the file is read; a bad pattern here takes nothing
+        return ()
 
 
 def _instructions(options: Mapping[str, Any], original: str) -> str:
