@@ -272,6 +272,9 @@ def _model_json(model: ModelConfig) -> dict[str, Any]:
     values = attrs.asdict(model, recurse=False)
     del values["name"]
     values["provider_opts"] = _thaw(model.provider_opts) or None
+    values["routing"] = [
+        {"model": rule.model, "examples": list(rule.examples)} for rule in model.routing
+    ] or None
     return {k: v for k, v in values.items() if v not in (None, "")}
 
 

@@ -15,6 +15,7 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, parse_agent_file
 from greenroom.agents._config import ToolsetConfig
 from greenroom.agents.providers import ModelConfig, ToolSpec
 from greenroom.agents.providers._dmr import configure_body, configure_url, merge_flags
+from greenroom.agents.providers._routing import ExampleIndex, analyze
 from greenroom.agents.tools import FunctionTool, ToolContext, ToolResult, Toolset, build_tools
 from greenroom.domain import ErrorEvent, Session
 from greenroom.errors import AgentConfigError
@@ -208,3 +209,87 @@ async def test_a_dmr_model_is_configured_once_before_its_first_call(
     server.stop()
     assert server.requests[-1].path == "/engines/v1/chat/completions"
     assert len(server.requests) == 4
+
+
+# --- rule-based routing ---------------------------------------------------------------------
+
+ROUTER = """\
+models:
+  router:
+    provider: openai
+    model: router-own
+    routing:
+      - model: fast
+        examples: ["hello", "hi there", "good morning", "thanks", "bye"]
+      - model: capable
+        examples: ["explain the algorithm", "debug this code", "fix this error"]
+      - model: openai/analyst
+        examples: ["analyze this document in detail", "provide a comprehensive review"]
+  capable: {provider: openai, model: capable-model, max_tokens: 900}
+  fast: {provider: openai, model: fast-model}
+agents:
+  root: {model: router, instruction: Help.}
+"""
+
+
+def test_the_english_analysis_of_examples_and_messages() -> None:
+    assert analyze("Debugging this code's errors, please!") == ["debug", "code", "error", "pleas"]
+    assert analyze("How are you?") == []  # stop words only
+    index = ExampleIndex.of([["hello", "good morning"], ["debug this code", "fix this error"]])
+    assert index.best("Hello!") == 0
+    assert index.best("the code crashes, can you debug it") == 1
+    assert index.best("fixing errors") == 1  # stems match
+    assert index.best("what is the weather on mars") is None
+    assert index.best("how are you") is None
+
+
+async def test_each_call_goes_to_the_model_its_message_matches() -> None:
+    config = parse_agent_file(ROUTER, "r.yaml")
+    assert config.warnings == ()
+    assert [r.model for r in config.models["router"].routing] == [
+        "fast",
+        "capable",
+        "openai/analyst",
+    ]
+    provider = FakeProvider()
+    runtime = make_runtime(provider, ROUTER)
+    io = FakeIO()
+    for message in [
+        "hi there, good morning",
+        "please fix this error in my code",
+        "a comprehensive review of the attached document",
+        "what is the weather on mars",
+    ]:
+        provider.add(text("ok"))
+        io.add_user(message)
+        await runtime.run_stream(io)
+    assert io.of(ErrorEvent) == []
+    sent = [(r.model.model, r.max_tokens) for r in provider.requests]
+    assert sent == [
+        ("fast-model", None),
+        ("capable-model", 900),
+        ("analyst", None),
+        ("router-own", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("routing", "what"),
+    [
+        ("routing: fast", "expected a non-empty list"),
+        ("routing: [{model: nowhere, examples: [a]}]", "unknown model 'nowhere'"),
+        ("routing: [{examples: [a]}]", "is required"),
+        ("routing: [{model: 'a,b', examples: [a]}]", "not an alloy"),
+        ("routing: [{model: openai/x, examples: a}]", "a list of strings"),
+    ],
+)
+def test_bad_routing_rules_are_errors(routing: str, what: str) -> None:
+    yaml = (
+        f"models:\n  r:\n    provider: openai\n    model: m\n    {routing}\n"
+        "agents:\n  root: {model: r}\n"
+    )
+    with pytest.raises(AgentConfigError) as caught:
+        parse_agent_file(yaml, "a.yaml")
+    assert any("models.r.routing" in p and what in p for p in caught.value.problems), (
+        caught.value.problems
+    )

@@ -32,6 +32,14 @@ def freeze_options(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 
 @attrs.frozen
+class RoutingRule:
+    """One ``routing`` rule of a model: calls like ``examples`` go to model ``model``."""
+
+    model: str
+    examples: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class ModelConfig:
     """One entry of an agent file's ``models`` (or an inline ``provider/model`` ref).
 
@@ -53,6 +61,9 @@ class ModelConfig:
     provider_opts: Mapping[str, Any] = attrs.field(
         factory=freeze_options, converter=freeze_options, eq=False, repr=False
     )
+    routing: tuple[RoutingRule, ...] = ()
+    """Rule-based routing (``providers/_routing.py``): this model is then a router whose
+    ``provider``/``model`` serve the calls no rule matches."""
 
     @property
     def ref(self) -> str:
