@@ -4,6 +4,7 @@ welcome message (issue 20, item 6), as docker-agent defines them."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ from greenroom.domain import AgentInfo, ErrorEvent, Session, ToolCallResponse
 from greenroom.errors import AgentConfigError
 
 from .fake_openai import FakeOpenAI, text_reply
+from .fake_sse import FakeSSEServer, Reply
 from .loop_support import FakeIO, FakeProvider, call, make_runtime, start, text, tool_step
 
 LIMIT = 15  # seconds (real clock)
@@ -299,3 +301,52 @@ async def test_welcome_message_is_on_every_agent_info() -> None:
     io = start(FakeIO(), "hi")
     await runtime.run_stream(io)
     assert [e.welcome_message for e in io.of(AgentInfo)] == ["Hello there!"]
+
+
+# --- remote skills ---------------------------------------------------------------------------
+
+
+def _raw(body: str, status: int = 200) -> Reply:
+    if status != 200:
+        return Reply(status=status, body={"error": "nope"})
+    return Reply(events=(body.encode(),), content_type="application/json")
+
+
+async def test_remote_skills_are_read_per_the_well_known_index(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    index = {
+        "skills": [
+            {"name": "pdf", "description": "Fill PDF forms", "files": ["SKILL.md", "ref/forms.md"]},
+            {"name": "evil", "description": "Escapes", "files": ["../../etc/passwd", "SKILL.md"]},
+            {"name": "", "description": "nameless"},
+        ]
+    }
+    pages = {
+        "/.well-known/skills/index.json": json.dumps(index),
+        "/.well-known/skills/pdf/SKILL.md": "---\nname: pdf\n---\nUse ref/forms.md",
+        "/.well-known/skills/pdf/ref/forms.md": "THE FORMS",
+        "/.well-known/skills/evil/SKILL.md": "evil body",
+    }
+    server = await nursery.start(FakeSSEServer(_raw("", 404)).serve)
+    server.responder = lambda r: _raw(pages[r.path]) if r.path in pages else _raw("", 404)
+    work = tmp_path / "work"
+    skill(work / ".agents" / "skills" / "local-one", "local-one")
+    sources = f"skills: [local, '{server.url}/', 'http://127.0.0.1:1']"
+    config = parse_agent_file(agent_yaml(sources), "a.yaml")
+    ctx = ToolContext(working_dir=work, data_dir=tmp_path / "data", env={"HOME": str(tmp_path)})
+    tools = default_tools_for(config.agent(), ctx)
+    assert tools.tools == {}  # read before the next model call
+    with trio.fail_after(LIMIT):
+        assert await tools.start() == []
+    server.stop()
+    assert set(tools.tools) == {"read_skill", "read_skill_file"}
+    text = "\n".join(tools.instructions)
+    for name in ("local-one", "pdf", "evil"):
+        assert f"<name>{name}</name>" in text
+    assert "<files>ref/forms.md</files>" in text
+    read = tools.tools["read_skill"]
+    assert (await read.call({"name": "pdf"})).output.endswith("Use ref/forms.md")
+    forms = await tools.tools["read_skill_file"].call({"skill_name": "pdf", "path": "ref/forms.md"})
+    assert forms.output == "THE FORMS"
+    assert not any("passwd" in r.path for r in server.requests)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -23,6 +24,7 @@ from ._base import Tool, ToolContext, ToolsetError
 from ._deferred import deferred_tools
 from ._described import described
 from ._skills import build_skills
+from ._skills_remote import is_remote, load_skills
 from ._toon import toon_patterns, with_toon
 
 log = logging.getLogger(__name__)
@@ -278,13 +280,28 @@ def default_tools_for(agent: AgentConfig, context: ToolContext | None = None) ->
     tools = build_tools(agent.toolsets, context)
     if agent.skills:
         ctx = context if context is not None else ToolContext()
-        found, text = build_skills(agent.skills, ctx)
-        if found:
-            tools.add(ToolsetConfig(type="skills"), Toolset(found, instructions=text))
+        if any(is_remote(source) for source in agent.skills):
+            tools.add(ToolsetConfig(type="skills"), Toolset([], start=_remote_skills(agent, ctx)))
+        else:
+            found, text = build_skills(agent.skills, ctx)
+            if found:
+                tools.add(ToolsetConfig(type="skills"), Toolset(found, instructions=text))
     if agent.add_description_parameter:
         tools.describe = True
         tools._rebuild()
     return tools
+
+
+def _remote_skills(agent: AgentConfig, ctx: ToolContext) -> Callable[[], Awaitable[Toolset]]:
+    """Skills with a remote source are read before the next model call (network I/O)."""
+
+    async def start() -> Toolset:
+        home = Path(ctx.env.get("HOME") or Path.home())
+        cache = Path(ctx.data_dir) / "skills"
+        found, text = await load_skills(agent.skills, Path(ctx.working_dir), home, cache)
+        return Toolset(found, instructions=text)
+
+    return start
 
 
 def names(tools: Sequence[Tool]) -> list[str]:

@@ -14,7 +14,7 @@ has a ``name`` and a ``description``; hidden directories and symlinked skill dir
 level) are skipped. The skills are listed in the system prompt; ``read_skill`` returns a
 skill's SKILL.md and ``read_skill_file`` (offered when a skill has other files) one of its
 files, by a relative path that must stay inside the skill's directory. Remote sources (URLs)
-are not fetched by greenroom.
+are read by ``_skills_remote.py``.
 """
 
 from __future__ import annotations
