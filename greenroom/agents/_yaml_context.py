@@ -108,10 +108,13 @@ def _matchers(c: Checker, raw: Any, path: str, line: int) -> tuple[HookMatcher, 
                 where = line_of(mapping, "matcher") or item_line
                 c.fail(where, f"{item_path}.matcher", f"not a valid regular expression: {exc}")
         hooks_line = line_of(mapping, "hooks") or item_line
-        hooks = _hook_list(c, mapping.get("hooks"), f"{item_path}.hooks", hooks_line)
-        if not hooks:
-            c.fail(item_line, f"{item_path}.hooks", "at least one hook is required")
+        raw_hooks = mapping.get("hooks")
+        if raw_hooks is None or raw_hooks == []:
+            c.fail(hooks_line, f"{item_path}.hooks", "at least one hook is required")
             continue
+        hooks = _hook_list(c, raw_hooks, f"{item_path}.hooks", hooks_line)
+        if not hooks:
+            continue  # each bad hook is reported
         out.append(HookMatcher(str(matcher), hooks))
     return tuple(out)
 

@@ -97,7 +97,7 @@ on_user_input: [{type: command, command: notify-send}]
         ),
         (
             "pre_tool_use:\n  - matcher: shell\n    hooks: []",
-            "7: agents.root.hooks.pre_tool_use[0].hooks",
+            "8: agents.root.hooks.pre_tool_use[0].hooks",
             "at least one hook",
         ),
         (
