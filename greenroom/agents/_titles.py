@@ -21,6 +21,7 @@ from greenroom.domain import ChatMessage
 from greenroom.errors import ModelError
 
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
+from .providers._dmr import DmrProvider
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,8 @@ class ModelTitleGenerator:
             )
             try:
                 provider = self.provider_for(model)
+                if isinstance(provider, DmrProvider):
+                    provider = provider.inner  # as upstream: a title never reconfigures the runner
                 if isinstance(provider, WritesTitles):
                     raw = await provider.title(texts)
                 else:

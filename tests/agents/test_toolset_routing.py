@@ -293,3 +293,22 @@ def test_bad_routing_rules_are_errors(routing: str, what: str) -> None:
     assert any("models.r.routing" in p and what in p for p in caught.value.problems), (
         caught.value.problems
     )
+
+
+async def test_a_title_never_configures_the_runner(tmp_path: Path, nursery: trio.Nursery) -> None:
+    path = tmp_path / "dmr.yaml"
+    path.write_text(DMR)
+    server = await nursery.start(FakeOpenAI().serve)
+    server.script(text_reply("Pirate talk"))
+    factory = LocalRuntimeFactory(
+        AgentSources.from_paths([path]), env={"MODEL_RUNNER_HOST": server.url}
+    )
+    built = await factory.build("dmr", "root", Session.new())
+    titles = built.title_generator
+    assert titles is not None
+    with trio.fail_after(LIMIT):
+        title = await titles.generate(["talk like a pirate"])
+    await built.runtime.aclose()
+    server.stop()
+    assert title == "Pirate talk"
+    assert [r.path for r in server.requests] == ["/engines/v1/chat/completions"]
