@@ -113,6 +113,7 @@ EXPORTS: dict[str, set[str]] = {
         "ToolCall",
         "ToolCallConfirmation",
         "ToolCallDecided",
+        "HookBlocked",
         "ToolCallEvent",
         "ToolCallInDoubt",
         "ToolCallResponse",

@@ -143,7 +143,17 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("tools", frozenset({"tools", "mcp"})),
     (
         "agent files",
-        frozenset({"_yaml", "_yaml_models", "_yaml_facts", "_sources", "_diagnose", "_validate"}),
+        frozenset(
+            {
+                "_yaml",
+                "_yaml_models",
+                "_yaml_facts",
+                "_yaml_context",
+                "_sources",
+                "_diagnose",
+                "_validate",
+            }
+        ),
     ),
     (
         "runtime",
@@ -164,6 +174,8 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_tokens",
                 "_compaction",
                 "_spending",
+                "_environment",
+                "_hooks",
             }
         ),
     ),

@@ -65,6 +65,34 @@ class FallbackConfig:
 
 
 @attrs.frozen
+class HookCommand:
+    """One hook: a shell command run with the hook's JSON on stdin, killed after ``timeout``."""
+
+    command: str
+    timeout: float = 60.0
+    line: int = attrs.field(default=0, eq=False)
+
+
+@attrs.frozen
+class HookMatcher:
+    """Hooks run for the tools whose name matches ``matcher`` (a regex; "" or ``*``: all)."""
+
+    matcher: str
+    hooks: tuple[HookCommand, ...]
+
+
+@attrs.frozen
+class HooksConfig:
+    """An agent's ``hooks`` (docker-agent's names); see ``_hooks.py`` for when each runs."""
+
+    pre_tool_use: tuple[HookMatcher, ...] = ()
+    post_tool_use: tuple[HookMatcher, ...] = ()
+    session_start: tuple[HookCommand, ...] = ()
+    session_end: tuple[HookCommand, ...] = ()
+    on_user_input: tuple[HookCommand, ...] = ()
+
+
+@attrs.frozen
 class AgentConfig:
     name: str
     model: str
@@ -89,6 +117,13 @@ class AgentConfig:
     """Tokens of tool results kept whole in a prompt, newest first (0: the default budget)."""
     max_consecutive_tool_calls: int = 0
     """Identical tool calls in a row that stop a turn (0: no limit)."""
+    # Prompt context and hooks (docs/agents.md, "Prompt context" and "Hooks").
+    add_environment_info: bool = False
+    add_prompt_files: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()
+    """Skill sources: ``local`` (SKILL.md files on disk) and URLs (not fetched by greenroom)."""
+    add_description_parameter: bool = False
+    hooks: HooksConfig | None = None
 
 
 @attrs.frozen
@@ -217,8 +252,32 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "num_history_items": agent.num_history_items,
             "max_old_tool_call_tokens": agent.max_old_tool_call_tokens,
             "max_consecutive_tool_calls": agent.max_consecutive_tool_calls,
+            "add_environment_info": agent.add_environment_info,
+            "add_prompt_files": list(agent.add_prompt_files),
+            "skills": list(agent.skills),
+            "add_description_parameter": agent.add_description_parameter,
+            "hooks": _hooks_json(agent.hooks) if agent.hooks else None,
         }
     )
+
+
+def _hook_json(hook: HookCommand) -> dict[str, Any]:
+    return {"type": "command", "command": hook.command, "timeout": hook.timeout}
+
+
+def _hooks_json(hooks: HooksConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("pre_tool_use", "post_tool_use"):
+        matchers: tuple[HookMatcher, ...] = getattr(hooks, key)
+        if matchers:
+            out[key] = [
+                {"matcher": m.matcher, "hooks": [_hook_json(h) for h in m.hooks]} for m in matchers
+            ]
+    for key in ("session_start", "session_end", "on_user_input"):
+        commands: tuple[HookCommand, ...] = getattr(hooks, key)
+        if commands:
+            out[key] = [_hook_json(h) for h in commands]
+    return out
 
 
 def _model_json(model: ModelConfig) -> dict[str, Any]:
@@ -228,6 +287,9 @@ def _model_json(model: ModelConfig) -> dict[str, Any]:
     facts = values.pop("facts")
     if facts is not None:
         values.update(facts.as_keys())
+    values["routing"] = [
+        {"model": rule.model, "examples": list(rule.examples)} for rule in model.routing
+    ] or None
     return {k: v for k, v in values.items() if v not in (None, "")}
 
 

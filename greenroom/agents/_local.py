@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import trio
 
-from greenroom.domain import AgentInfo, Event, ToolCall, utcnow
+from greenroom.domain import AgentInfo, Event, ToolCall, Warning, utcnow
 from greenroom.errors import AgentNotFound
 
 from . import _background_tools  # noqa: F401  (registers the background_agents builder)
@@ -32,7 +32,9 @@ from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._confirm import Confirmations
 from ._delegation import Delegation
 from ._elicitation import ElicitationAnswer, Elicitations
+from ._environment import prompt_context
 from ._frame import AgentSlot, Frame
+from ._hooks import Hooks, failure_warning
 from ._loop import INTERRUPTED_NOTE, AgentLoop, Notices, failed_toolsets
 from ._models import ModelTable, ProviderFor
 from ._queue import MessageQueue
@@ -59,6 +61,8 @@ STEER_CAPACITY = 16
 FOLLOWUP_CAPACITY = 16
 SERVICES_STOP_BUDGET = 10.0
 """Seconds the services get to stop (MCP servers are closed, then killed)."""
+SESSION_END_BUDGET = 10.0
+"""Seconds the ``session_end`` hooks get when the runtime closes (each within its timeout)."""
 
 __all__ = ["INTERRUPTED_NOTE", "LocalRuntime"]
 
@@ -122,19 +126,28 @@ class LocalRuntime:
             models=self._models,
             tools_of=self._tools_of,
             tool_calls=ToolCalls(
-                self._confirmations, config.permissions, confirmation_timeout, now
+                self._confirmations,
+                config.permissions,
+                confirmation_timeout,
+                now,
+                hooks_of=self._hooks_of,
             ),
             steers=self._steers,
             followups=self._followups,
             notices=self._notices,
             today=today,
             max_session_cost=max_session_cost,
+            prompt_context=self._prompt_context,
         )
         self._delegation = Delegation(config.agents, self._models, self._loop.run)
         self.background = BackgroundAgents(
             config.agents, self._loop.run, self.start_service, lambda: self._recall
         )
         self._recall: RecallHandler | None = None
+        self._hooks: dict[str, Hooks | None] = {}
+        self._session_id = ""
+        self._started = False
+        self._start_context = ""
         self._services: trio.Nursery | None = None
         self._io: TurnIO | None = None
         self._closed = False
@@ -142,6 +155,58 @@ class LocalRuntime:
     @property
     def _agent(self) -> AgentConfig:
         return self._slot.agent
+
+    async def _prompt_context(self, agent: AgentConfig) -> list[str]:
+        start = [self._start_context] if self._start_context else []
+        if not (agent.add_environment_info or agent.add_prompt_files):
+            return start
+        parts = await prompt_context(
+            self._tool_context.working_dir,
+            environment=agent.add_environment_info,
+            prompt_files=agent.add_prompt_files,
+            today=self._loop.today(),
+        )
+        return parts + start
+
+    # --- hooks ---------------------------------------------------------------------------------
+
+    def _hooks_of(self, agent_name: str) -> Hooks | None:
+        if agent_name not in self._hooks:
+            agent = self._config.agents.get(agent_name)
+            config = agent.hooks if agent is not None else None
+            ctx = self._tool_context
+            self._hooks[agent_name] = (
+                Hooks(config, ctx.working_dir, ctx.env) if config is not None else None
+            )
+        return self._hooks[agent_name]
+
+    async def _user_input_hooks(self, io: TurnIO | None) -> None:
+        """``on_user_input``: the user is asked something, or the turn is over."""
+        hooks = self._hooks_of(self._agent.name)
+        if hooks is None or not hooks.has("on_user_input"):
+            return
+        outcome = await hooks.run("on_user_input", {"session_id": self._session_id})
+        await self._hook_warnings(io, failure_warning(outcome))
+
+    async def _session_start_hooks(self, io: TurnIO) -> None:
+        """``session_start`` before the runtime's first turn; its context joins the prompt."""
+        self._started = True
+        hooks = self._hooks_of(self._agent.name)
+        if hooks is None or not hooks.has("session_start"):
+            return
+        source = "resume" if len(io.session.items) > 1 else "startup"
+        fields = {"session_id": io.session.id, "source": source}
+        outcome = await hooks.run("session_start", fields)
+        self._start_context = outcome.additional_context
+        await self._hook_warnings(io, outcome.system_message, failure_warning(outcome))
+
+    async def _hook_warnings(self, io: TurnIO | None, *texts: str) -> None:
+        for text in texts:
+            if not text:
+                continue
+            log.warning("session %s: %s", self._session_id, text)
+            if io is not None:
+                await io.emit(Warning(message=text, agent_name=self._agent.name))
 
     # --- services ------------------------------------------------------------------------
 
@@ -190,12 +255,16 @@ class LocalRuntime:
         if self._io is not None:
             raise RuntimeError("a turn is already running on this runtime")
         self._io = io
+        self._session_id = io.session.id
         self._models.begin_turn()
         self._notices.turn_running = True
         try:
             for asked in self._elicitations.pending_events():
                 await io.emit(asked)  # asked before this turn: show it on this stream too
+            if not self._started:
+                await self._session_start_hooks(io)
             await self._loop.run(Frame(io, self._slot))
+            await self._user_input_hooks(io)
         finally:
             self._io = None
             self._notices.turn_running = False
@@ -255,6 +324,7 @@ class LocalRuntime:
     ) -> ElicitationAnswer:
         """Ask the user for input (for tools): via the sink, and on the run stream if any."""
         io = self._io
+        await self._user_input_hooks(io)
         return await self._elicitations.request(
             message,
             session_id=io.session.id if io is not None else "",
@@ -281,7 +351,12 @@ class LocalRuntime:
         io, agent = self._io, self._agent
         if io is not None:
             model = self._models.model_of(agent)
-            info = AgentInfo(agent_name=agent.name, model=model.ref, description=agent.description)
+            info = AgentInfo(
+                agent_name=agent.name,
+                model=model.ref,
+                description=agent.description,
+                welcome_message=agent.welcome_message,
+            )
             await io.emit(info)
 
     # --- agents and models ---------------------------------------------------------------------
@@ -353,7 +428,15 @@ class LocalRuntime:
         return tools
 
     async def aclose(self) -> None:
-        """Refuse further turns, decline waiting confirmations and elicitations."""
+        """Refuse further turns, decline waiting confirmations and elicitations; run the
+        ``session_end`` hooks (shielded, at most :data:`SESSION_END_BUDGET` seconds)."""
+        if not self._closed and self._started:
+            hooks = self._hooks_of(self._agent.name)
+            if hooks is not None and hooks.has("session_end"):
+                with trio.move_on_after(SESSION_END_BUDGET, shield=True):
+                    fields = {"session_id": self._session_id, "reason": "other"}
+                    outcome = await hooks.run("session_end", fields)
+                    await self._hook_warnings(None, failure_warning(outcome))
         self._closed = True
         self._confirmations.close()
         self._elicitations.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 import trio
@@ -130,6 +130,8 @@ class AgentLoop:
     today: Callable[[], dt.date]
     max_session_cost: float = 0.0
     """USD a session may spend (0: no budget); an agent's ``max_cost`` may be lower."""
+    prompt_context: Callable[[AgentConfig], Awaitable[list[str]]] | None = None
+    """Environment info and prompt files of an agent's system prompt (``_environment.py``)."""
 
     async def run(self, frame: Frame) -> str:
         """Run ``frame`` until done; returns why it stopped (``normal``, ``error``)."""
@@ -216,6 +218,7 @@ class AgentLoop:
         io = frame.io
         iterations = 0
         repeats = Repeats()
+        routed = ("", "")  # (agent, model): a toolset's ``model`` for the next call only
         while True:
             if frame.root:
                 await self._take_steers(frame)
@@ -230,7 +233,9 @@ class AgentLoop:
             if frame.agent.name not in frame.prepared:  # this turn's first call, or a handoff
                 await self._prepare(frame)
             await self._start_toolsets(frame)
-            response = await self._call_model(frame)
+            override = routed[1] if routed[0] == frame.agent.name else ""
+            response = await self._call_model(frame, override)
+            routed = ("", "")
             if response.tool_calls:
                 limit = frame.agent.max_consecutive_tool_calls
                 if repeats.seen(response.tool_calls) > limit > 0:
@@ -239,6 +244,9 @@ class AgentLoop:
                         f"the model made the same tool call ({name}) {repeats.count} times "
                         f"in a row (max_consecutive_tool_calls: {limit})"
                     )
+                tools = self.tools_of(self.agents.get(frame.agent_name) or frame.agent)
+                called = [call.function.name for call in response.tool_calls]
+                routed = (frame.agent_name, tools.model_after(called))
                 await self._run_tools(frame, response.tool_calls)
             elif not (frame.root and self.steers.depth):
                 return
@@ -262,7 +270,7 @@ class AgentLoop:
         )
         await io.emit(event)
 
-    def _request(self, frame: Frame, model: ModelConfig) -> ModelRequest:
+    async def _request(self, frame: Frame, model: ModelConfig) -> ModelRequest:
         agent = frame.agent
         session = frame.io.session
         cap = session.max_tool_result_tokens or agent.max_tool_result_tokens
@@ -270,6 +278,7 @@ class AgentLoop:
         instructions = tools.instructions
         if frame.task_prompt:
             instructions = [*instructions, frame.task_prompt]
+        context = await self.prompt_context(agent) if self.prompt_context is not None else []
         messages = build_messages(
             session,
             agent,
@@ -278,6 +287,7 @@ class AgentLoop:
             instructions=instructions,
             num_history_items=agent.num_history_items,
             max_old_tool_call_tokens=agent.max_old_tool_call_tokens or MAX_OLD_TOOL_CALL_TOKENS,
+            context=context,
         )
         return ModelRequest(
             model=model, messages=messages, tools=tools.specs, max_tokens=model.max_tokens
@@ -294,21 +304,32 @@ class AgentLoop:
             frame.io, agent.name, model, provider, self.models.facts(model), additional=additional
         )
 
-    async def _call_model(self, frame: Frame) -> ModelResponse:
+    async def _call_model(self, frame: Frame, override: str = "") -> ModelResponse:
+        """One model call; ``override`` is a model ref used instead of the agent's (the model a
+        toolset routes its results to), falling back to the agent's when it does not resolve.
+        Compaction (proactive, or on an overflow) always uses the agent's own model."""
         io = frame.io
         agent = frame.agent
         model = self.models.model_of(agent)
+        provider = None
+        if override:
+            try:
+                model = self.models.resolve(override)
+                provider = self.models.provider(model)
+            except GreenroomError as exc:
+                log.warning("toolset model %r not used: %s", override, exc)
+                model, provider = self.models.model_of(agent), None
         facts = self.models.facts(model)
         session = io.session
-        request = self._request(frame, model)
+        request = await self._request(frame, model)
         estimate = estimate_tokens(request.messages, request.tools)
         check_budget(frame.agent, self.max_session_cost, io, facts, estimate)
         compacted = False
         if should_compact(estimate, facts.context) and worth_compacting(request, facts):
             compacted = True
             try:
-                if await self.compact(frame, model=model) is not None:
-                    request = self._request(frame, model)
+                if await self.compact(frame) is not None:
+                    request = await self._request(frame, model)
             except ModelError as exc:  # the turn goes on uncompacted; the model may refuse it
                 log.warning("proactive compaction of %s failed: %s", session.id, exc.message)
                 await io.emit(Warning(f"compaction failed: {exc.message}", agent.name))
@@ -322,16 +343,16 @@ class AgentLoop:
                 frame.reasoning.append(delta.text)
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
-        provider = self.models.provider_of(agent)
+        provider = provider or self.models.provider_of(agent)
         try:
             response = await provider.complete(request, on_delta)
         except ModelContextOverflow:
             if compacted or frame.text or frame.reasoning:
                 raise
             await io.emit(Warning(OVERFLOW_NOTE, agent.name))
-            if await self.compact(frame, model=model) is None:
+            if await self.compact(frame) is None:
                 raise
-            response = await provider.complete(self._request(frame, model), on_delta)
+            response = await provider.complete(await self._request(frame, model), on_delta)
         cost = facts.cost(response.usage)
         chat = ChatMessage(
             role="assistant",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
+import attrs
 import trio
 
 from greenroom.errors import GreenroomError
@@ -19,6 +20,7 @@ from ._fallback import FallbackChain, Stickiness
 from ._runtime import ModelChoice
 from .providers._base import ModelConfig, Provider
 from .providers._facts import ModelFacts, facts_for
+from .providers._routing import RoutingProvider
 
 ProviderFor = Callable[[ModelConfig], Provider]
 """Makes the provider that serves a model (the factory wraps ``providers.make_provider``)."""
@@ -88,11 +90,30 @@ class ModelTable:
         """What is known of ``model``: its file's ``limit``/``cost`` over models.dev's."""
         return facts_for(model.provider, model.model, model.facts)
 
+    def resolve(self, ref: str) -> ModelConfig:
+        """The model ``ref`` names (an alloy's first part). Raises InvalidRequest."""
+        choices = self._config.model_choices(ref)
+        return self._config.model_config(choices[0], auto=self._auto)
+
     def provider(self, model: ModelConfig) -> Provider:
         provider = self._providers.get(model)
         if provider is None:
-            provider = self._providers[model] = self._provider_for(model)
+            if model.routing:
+                provider = self._router(model)
+            else:
+                provider = self._provider_for(model)
+            self._providers[model] = provider
         return provider
+
+    def _router(self, model: ModelConfig) -> Provider:
+        """A model with ``routing``: its rules' models, and itself for what matches none."""
+        routes = []
+        for rule in model.routing:
+            target = attrs.evolve(self.resolve(rule.model), routing=())
+            routes.append((target, self.provider(target)))
+        fallback = attrs.evolve(model, routing=())
+        examples = [rule.examples for rule in model.routing]
+        return RoutingProvider(routes, examples, (fallback, self.provider(fallback)))
 
     def set(self, agent: str, ref: str) -> None:
         """Use ``ref`` for ``agent`` ("" clears); the provider is made now, so a bad one fails.

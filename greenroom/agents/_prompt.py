@@ -21,12 +21,18 @@ SUMMARY_HEADING = "Summary of the conversation so far:"
 
 
 def system_prompt(
-    agent: AgentConfig, today: dt.date | None, instructions: Sequence[str] = ()
+    agent: AgentConfig,
+    today: dt.date | None,
+    instructions: Sequence[str] = (),
+    context: Sequence[str] = (),
 ) -> str:
+    """The agent's instruction, the toolsets' instructions, the date, then ``context``
+    (environment info and prompt files, as docker-agent orders them)."""
     parts = [agent.instruction.strip()] if agent.instruction.strip() else []
     parts += [text.strip() for text in instructions if text.strip()]
     if agent.add_date and today is not None:
         parts.append(f"Today's date: {today.isoformat()}")
+    parts += [text.strip() for text in context if text.strip()]
     return "\n\n".join(parts)
 
 
@@ -86,6 +92,7 @@ def build_messages(
     instructions: Sequence[str] = (),
     num_history_items: int = 0,
     max_old_tool_call_tokens: int = MAX_OLD_TOOL_CALL_TOKENS,
+    context: Sequence[str] = (),
 ) -> tuple[ChatMessage, ...]:
     """System prompt first, then the history since the last summary, ready for a provider.
 
@@ -98,6 +105,7 @@ def build_messages(
         num_history_items: conversation messages kept at most (0: all; see ``_tokens``).
         max_old_tool_call_tokens: tool results beyond this many tokens (newest first) read
             ``[content truncated]``.
+        context: environment info and prompt files, after the date.
     """
     history: list[ChatMessage] = []
     for entry in since_summary(session.items):
@@ -105,7 +113,7 @@ def build_messages(
             entry = cap_tool_result(entry, max_tool_result_tokens).message
         history.append(entry)
     history = trim_history(history, num_history_items)
-    system = system_prompt(agent, today, instructions)
+    system = system_prompt(agent, today, instructions, context)
     head = (ChatMessage(role="system", content=system),) if system else ()
     paired = truncate_old_tool_results(list(_paired(history)), max_old_tool_call_tokens)
     return head + tuple(paired)

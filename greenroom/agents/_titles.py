@@ -22,6 +22,7 @@ from greenroom.errors import ModelError
 
 from ._runtime import PricedTitle
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
+from .providers._dmr import DmrProvider
 from .providers._facts import facts_for
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class ModelTitleGenerator:
             )
             try:
                 provider = self.provider_for(model)
+                if isinstance(provider, DmrProvider):
+                    provider = provider.inner  # as upstream: a title never reconfigures the runner
                 if isinstance(provider, WritesTitles):
                     raw = await provider.title(texts)
                 else:

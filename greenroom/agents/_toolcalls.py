@@ -29,6 +29,7 @@ import trio
 from greenroom.domain import (
     Approval,
     ChatMessage,
+    HookBlocked,
     ImageURL,
     Message,
     MessagePart,
@@ -37,12 +38,14 @@ from greenroom.domain import (
     ToolCallConfirmation,
     ToolCallEvent,
     ToolCallResponse,
+    Warning,
     utcnow,
 )
 
 from ._confirm import Confirmations, is_approval
 from ._frame import Frame, ManagedTool
-from ._permissions import Decision, decide
+from ._hooks import HookOutcome, Hooks, failure_warning, tool_fields
+from ._permissions import Decision, Verdict, decide
 from ._runtime import ResumeRequest, TurnIO
 from .tools import AgentTools, Tool, ToolResult, tool_definition
 
@@ -81,6 +84,11 @@ def prepare(call: ToolCall, tools: AgentTools) -> Prepared:
     if tool is None:
         text = f"Tool '{name}' is not available. You can only use the tools provided to you."
         return Prepared(call, None, None, {"name": name}, ToolResult(text, is_error=True))
+    return check_arguments(call, tool)
+
+
+def check_arguments(call: ToolCall, tool: Tool) -> Prepared:
+    """``call`` of ``tool`` with its arguments decoded and checked against the tool's schema."""
     definition = tool_definition(tool)
     try:
         arguments = json.loads(call.function.arguments or "{}")
@@ -100,6 +108,10 @@ def prepare(call: ToolCall, tools: AgentTools) -> Prepared:
     return Prepared(call, tool, arguments, definition)
 
 
+def _no_hooks(agent_name: str) -> Hooks | None:
+    return None
+
+
 def digest(arguments_text: str) -> str:
     return "sha256:" + hashlib.sha256(arguments_text.encode()).hexdigest()
 
@@ -112,6 +124,8 @@ class ToolCalls:
     file_permissions: Permissions | None
     confirmation_timeout: float | None = None
     now: Callable[[], dt.datetime] = utcnow
+    hooks_of: Callable[[str], Hooks | None] = _no_hooks
+    """The hooks of an agent, by name (``_hooks.py``)."""
 
     async def run_batch(
         self,
@@ -127,9 +141,9 @@ class ToolCalls:
         index = 0
         while index < len(prepared):
             group = [prepared[index]]
-            if self._parallel(io, group[0]):
+            if self._parallel(io, agent_name, group[0]):
                 while index + len(group) < len(prepared) and self._parallel(
-                    io, prepared[index + len(group)]
+                    io, agent_name, prepared[index + len(group)]
                 ):
                     group.append(prepared[index + len(group)])
             results = await self._run_group(frame, agent_name, group)
@@ -155,10 +169,14 @@ class ToolCalls:
                 nursery.start_soon(one, slot, item)
         return results
 
-    def _parallel(self, io: TurnIO, item: Prepared) -> bool:
-        """Whether ``item`` may run beside its neighbours: read-only and allowed as it is."""
+    def _parallel(self, io: TurnIO, agent_name: str, item: Prepared) -> bool:
+        """Whether ``item`` may run beside its neighbours: read-only, allowed as it is, and no
+        ``pre_tool_use`` hook to ask first."""
         tool = item.tool
         if item.failure is not None or tool is None or not tool.annotations.read_only:
+            return False
+        hooks = self.hooks_of(agent_name)
+        if hooks is not None and hooks.has("pre_tool_use", item.call.function.name):
             return False
         if isinstance(tool, ManagedTool):
             return False  # delegation switches agents and nests turns: one at a time
@@ -176,7 +194,17 @@ class ToolCalls:
         if item.failure is not None or item.tool is None:
             return item.failure or ToolResult("", is_error=True)
         io = frame.io
+        hooks = self.hooks_of(agent_name)
+        forced_ask = False
+        if hooks is not None and hooks.has("pre_tool_use", item.call.function.name):
+            checked = await self._pre_hooks(io, hooks, agent_name, item)
+            if isinstance(checked, ToolResult):
+                return checked
+            item, forced_ask = checked
+            if item.failure is not None or item.tool is None:
+                return item.failure or ToolResult("", is_error=True)
         call, tool = item.call, item.tool
+        assert tool is not None
         name = call.function.name
         verdict = decide(
             name,
@@ -186,11 +214,16 @@ class ToolCalls:
             read_only=tool.annotations.read_only,
             now=self.now(),
         )
+        if forced_ask and verdict.decision is Decision.ALLOW:
+            verdict = Verdict(Decision.ASK, "hook")
         if verdict.decision is Decision.DENY:
             return ToolResult(verdict.message, is_error=True)
         if verdict.decision is Decision.ASK and frame.background:
             return ToolResult(BACKGROUND_ASK, is_error=True)
         if verdict.decision is Decision.ASK:
+            if hooks is not None and hooks.has("on_user_input"):
+                outcome = await hooks.run("on_user_input", {"session_id": io.session.id})
+                await _hook_notes(io, agent_name, outcome)
             answer = await self._ask(io, agent_name, item)
             if not is_approval(answer):
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
@@ -198,7 +231,36 @@ class ToolCalls:
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
         # The durability point: the intent is committed before the tool starts.
         await io.begin_tool_call(call, agent_name)
-        return await _invoke(tool, item, io.session.id, frame)
+        result = await _invoke(tool, item, io.session.id, frame)
+        if hooks is not None and hooks.has("post_tool_use", name):
+            fields = tool_fields(io.session.id, name, call.id, item.arguments)
+            fields["tool_response"] = result.output
+            outcome = await hooks.run("post_tool_use", fields, name)
+            await _hook_notes(io, agent_name, outcome)
+            if outcome.additional_context:
+                output = f"{result.output}\n\n{outcome.additional_context}"
+                result = attrs.evolve(result, output=output)
+        return result
+
+    async def _pre_hooks(
+        self, io: TurnIO, hooks: Hooks, agent_name: str, item: Prepared
+    ) -> ToolResult | tuple[Prepared, bool]:
+        """The ``pre_tool_use`` hooks: a blocked call's result, or the call to go on with
+        (its arguments replaced when a hook updated them) and whether a hook asks."""
+        call = item.call
+        name = call.function.name
+        fields = tool_fields(io.session.id, name, call.id, item.arguments)
+        outcome = await hooks.run("pre_tool_use", fields, name)
+        await _hook_notes(io, agent_name, outcome)
+        if not outcome.allowed:
+            event = HookBlocked(call, item.definition, outcome.message, agent_name, io.session.id)
+            await io.emit(event)
+            return ToolResult(f"Tool call blocked by hook: {outcome.message}", is_error=True)
+        if outcome.updated_input is not None and item.tool is not None:
+            text = json.dumps(dict(outcome.updated_input))
+            changed = attrs.evolve(call, function=attrs.evolve(call.function, arguments=text))
+            item = check_arguments(changed, item.tool)
+        return item, outcome.ask
 
     async def rerun(self, tools: AgentTools, call: ToolCall) -> ToolResult:
         """Run ``call`` once more (a person's decision after a crash: no approval asked)."""
@@ -271,6 +333,13 @@ class ToolCalls:
         await io.emit(
             ToolCallResponse(call.id, result.output, item.definition, agent_name, session_id)
         )
+
+
+async def _hook_notes(io: TurnIO, agent_name: str, outcome: HookOutcome) -> None:
+    """Warnings for a hook's ``system_message`` and for hooks that timed out or failed."""
+    for text in (outcome.system_message, failure_warning(outcome)):
+        if text:
+            await io.emit(Warning(message=text, agent_name=agent_name))
 
 
 async def _invoke(

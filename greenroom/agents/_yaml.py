@@ -3,7 +3,7 @@
 ruamel.yaml's round-trip loader keeps the line of every key and value, so a problem can point at
 the line to fix. The whole file is checked before failing, so one run reports every fault.
 What docker-agent's format allows and greenroom will not do as written (keys it does not
-implement such as ``hooks``, sub-agents from a catalog, ...) is accepted and listed in
+implement such as ``rag``, sub-agents from a catalog, ...) is accepted and listed in
 :attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
 toolset type) is an error. The model side is read by ``_yaml_models.py``.
 """
@@ -39,6 +39,12 @@ from ._yaml_checks import (
     own_line,
     plain,
 )
+from ._yaml_context import (
+    CONTEXT_KEYS,
+    check_toolset_models,
+    check_toolset_routing,
+    parse_context,
+)
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 
 _TOP_KEYS = {
@@ -72,19 +78,15 @@ _AGENT_KEYS = {
     "num_history_items",
     "max_consecutive_tool_calls",
     "max_old_tool_call_tokens",
+    *CONTEXT_KEYS,
 }
 _AGENT_IGNORED = {
-    "add_environment_info",
-    "add_prompt_files",
-    "add_description_parameter",
     "code_mode_tools",
     "structured_output",
-    "skills",
-    "hooks",
     "rag",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
-_TOOLSET_IGNORED = {"toon", "model"}
+_TOOLSET_IGNORED: set[str] = set()
 """Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
 _COMMAND_KEYS = {"description", "instruction", "agent"}
 _PERMISSION_KEYS = ("allow", "ask", "deny")
@@ -224,6 +226,7 @@ def _parse_toolsets(
             )
         for key in _TOOLSET_IGNORED & set(mapping):
             c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
+        check_toolset_routing(c, mapping, item_path, item_line)
         options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
         definition = as_mapping(mcps.get(ref)) if kind == "mcp" and named_ref else None
         if definition is not None:
@@ -297,6 +300,7 @@ def _parse_agent(
         fields["add_date"] = c.typed(mapping, "add_date", path, as_bool, "a boolean")
     if "safety" in mapping:
         fields["safety"] = _safety(c, mapping, path)
+    fields.update(parse_context(c, mapping, path))
     model = fields.get("model")
     if "model" not in mapping:
         c.fail(line, f"{path}.model", "is required")
@@ -317,6 +321,7 @@ def _parse_agent(
         fields["toolsets"] = tuple(
             _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line, mcps)
         )
+        check_toolset_models(c, fields["toolsets"], f"{path}.toolsets", refs)
     if "commands" in mapping:
         commands_line = line_of(mapping, "commands") or line
         fields["commands"] = _parse_commands(

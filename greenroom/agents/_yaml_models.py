@@ -25,7 +25,7 @@ from ._yaml_checks import (
     plain,
 )
 from ._yaml_facts import FACT_KEYS, parse_facts
-from .providers._base import ModelConfig
+from .providers._base import ModelConfig, RoutingRule
 from .providers._catalog import (
     API_TYPE_NOTES,
     API_TYPES,
@@ -33,6 +33,7 @@ from .providers._catalog import (
     VENDORS,
     CustomProvider,
 )
+from .providers._dmr import DMR_OPTIONS
 
 _MODEL_KEYS = {
     "provider",
@@ -44,6 +45,7 @@ _MODEL_KEYS = {
     "title_model",
     "provider_opts",
     *FACT_KEYS,
+    "routing",
 }
 _MODEL_IGNORED = {
     "top_p",
@@ -52,7 +54,6 @@ _MODEL_IGNORED = {
     "thinking_budget",
     "parallel_tool_calls",
     "track_usage",
-    "routing",
     "output_capabilities",
 }
 _PROVIDER_KEYS = {"api_type", "base_url", "token_key"}
@@ -195,6 +196,9 @@ def parse_model(c: Checker, name: str, raw: Any, line: int, refs: ModelRefs) -> 
     facts = parse_facts(c, mapping, path, line)
     if facts is not None:
         fields["facts"] = facts
+    if "routing" in mapping:
+        where = line_of(mapping, "routing") or line
+        fields["routing"] = parse_routing(c, mapping["routing"], f"{path}.routing", where, refs)
     if "model" not in mapping:
         c.fail(line, join(path, "model"), "is required")
     provider, model = fields.get("provider"), fields.get("model")
@@ -227,7 +231,10 @@ def _check_options(c: Checker, config: ModelConfig, refs: ModelRefs, line: int, 
     api = "openai" if custom is not None else (vendor.api if vendor is not None else "")
     options = config.provider_opts
     opts_path = f"{path}.provider_opts"
-    extra = set(options) - _USED_OPTIONS.get(api, frozenset())
+    used = _USED_OPTIONS.get(api, frozenset())
+    if config.provider == "dmr":
+        used |= DMR_OPTIONS
+    extra = set(options) - used
     if api == "google" and extra & _VERTEX_OPTIONS:
         extra -= _VERTEX_OPTIONS
         c.warn(
@@ -242,6 +249,42 @@ def _check_options(c: Checker, config: ModelConfig, refs: ModelRefs, line: int, 
         delay = options["token_delay"]
         if not isinstance(delay, int | float) or isinstance(delay, bool) or not 0 <= delay <= 60:
             c.fail(line, f"{opts_path}.token_delay", "expected seconds from 0 to 60")
+
+
+def parse_routing(
+    c: Checker, raw: Any, path: str, line: int, refs: ModelRefs
+) -> tuple[RoutingRule, ...] | None:
+    """``routing``: a list of ``{model, examples}``; each model a ref of one model."""
+    if not isinstance(raw, list) or not raw:
+        c.fail(line, path, f"expected a non-empty list of rules, got {kind_of(raw)}")
+        return None
+    rules = []
+    failed = False
+    for index, item in enumerate(raw):
+        item_path, item_line = f"{path}[{index}]", line_of(raw, index) or line
+        mapping = as_mapping(item)
+        if mapping is None:
+            c.fail(item_line, item_path, f"expected a mapping, got {kind_of(item)}")
+            failed = True
+            continue
+        c.keys(mapping, {"model", "examples"}, set(), item_path)
+        target = mapping.get("model")
+        if not isinstance(target, str) or not target:
+            c.fail(item_line, f"{item_path}.model", "is required (a model ref)")
+            failed = True
+            continue
+        if "," in target:
+            c.fail(item_line, f"{item_path}.model", "must name one model, not an alloy")
+            failed = True
+            continue
+        failed = not refs.check(c, target, item_line, f"{item_path}.model") or failed
+        examples = as_str_list(mapping.get("examples", []))
+        if examples is None:
+            c.fail(item_line, f"{item_path}.examples", "expected a list of strings")
+            failed = True
+            continue
+        rules.append(RoutingRule(target, tuple(examples)))
+    return None if failed else tuple(rules)
 
 
 def parse_fallback(

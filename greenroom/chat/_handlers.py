@@ -65,6 +65,11 @@ def _on_warning(app: ChatApp, event: Event) -> None:
     app.out.note(f"warning: {event.get('message', '')}")
 
 
+def _on_hook_blocked(app: ChatApp, event: Event) -> None:
+    name = (event.get("tool_call") or {}).get("function", {}).get("name", "a tool")
+    app.out.note(f"blocked by a hook: {name}: {event.get('message', '')}")
+
+
 def _on_stopped(app: ChatApp, event: Event) -> None:
     app.out.end_stream()
     if event.get("reason") == "canceled":
@@ -98,6 +103,7 @@ HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
     "session_title": _on_title,
     "error": _on_error,
     "warning": _on_warning,
+    "hook_blocked": _on_hook_blocked,
     "stream_stopped": _on_stopped,
     "session_exited": _on_exited,
 }

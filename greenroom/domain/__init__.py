@@ -16,6 +16,7 @@ from ._events import (
     ErrorEvent as ErrorEvent,
     Event as Event,
     Gap as Gap,
+    HookBlocked as HookBlocked,
     MaxIterationsReached as MaxIterationsReached,
     McpInitFinished as McpInitFinished,
     McpInitStarted as McpInitStarted,

@@ -74,6 +74,17 @@ class ToolCallResponse:
 
 
 @attrs.frozen
+class HookBlocked:
+    """A ``pre_tool_use`` hook blocked a tool call (docker-agent's ``hook_blocked``)."""
+
+    tool_call: ToolCall
+    tool_definition: Any = None
+    message: str = ""
+    agent_name: str = ""
+    session_id: str = ""
+
+
+@attrs.frozen
 class ElicitationRequest:
     message: str
     elicitation_id: str = ""
@@ -302,6 +313,7 @@ Event: TypeAlias = (
     | TurnInterrupted
     | ToolCallInDoubt
     | ToolCallDecided
+    | HookBlocked
     | RawEvent
 )
 
@@ -334,6 +346,7 @@ EVENT_TAGS: dict[type[Any], str] = {
     TurnInterrupted: "turn_interrupted",
     ToolCallInDoubt: "tool_call_in_doubt",
     ToolCallDecided: "tool_call_decided",
+    HookBlocked: "hook_blocked",
 }
 DELTA_TYPES = frozenset({"agent_choice", "agent_choice_reasoning"})
 """Token deltas: most of a log's volume, and the only events retention removes."""

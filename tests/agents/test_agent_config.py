@@ -142,12 +142,12 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
         agents:
           root:
             model: openai/b
-            add_environment_info: true
+            code_mode_tools: true
         rag: {}
         """
     )
     assert config.warnings == (
-        "agent.yaml:4: agents.root.add_environment_info: warning: ignored: greenroom does not "
+        "agent.yaml:4: agents.root.code_mode_tools: warning: ignored: greenroom does not "
         "implement this key",
         "agent.yaml:5: rag: warning: ignored: greenroom does not implement this key",
     )

@@ -126,7 +126,7 @@ WARNED = """\
 agents:
   root:
     model: big,small
-    add_environment_info: true
+    code_mode_tools: true
     sub_agents: [helper, agentcatalog/pirate]
     toolsets:
       - type: think
@@ -135,7 +135,7 @@ agents:
         ref: docker:duckduckgo
   helper:
     model: old
-    hooks: {}
+    rag: [docs]
 models:
   big: {provider: openai, model: gpt-4o, top_p: 0.5}
   small: {provider: google, model: gemini, provider_opts: {project: p, location: l}}
@@ -150,7 +150,7 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
     assert config.agents["root"].sub_agents == ("helper",)
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     expected = [
-        "agent.yaml:4: agents.root.add_environment_info: warning: ignored",
+        "agent.yaml:4: agents.root.code_mode_tools: warning: ignored",
         "agent.yaml:5: agents.root.sub_agents[1]: warning: agent 'agentcatalog/pirate' from "
         "a catalog or registry is not supported",
         "agent.yaml:8: agents.root.toolsets[1]: warning: toolset type 'memory' is not "
@@ -158,7 +158,7 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
         "agent.yaml:9: agents.root.toolsets[2]: warning: toolset type 'mcp' is not supported "
         "by greenroom yet (left out); catalog server 'duckduckgo' needs Docker's MCP gateway "
         "(no docker CLI on PATH): install Docker Desktop",
-        "agent.yaml:13: agents.helper.hooks: warning: ignored",
+        "agent.yaml:13: agents.helper.rag: warning: ignored",
         "agent.yaml:15: models.big.top_p: warning: ignored",
         "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
         "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
@@ -248,13 +248,15 @@ def _write(directory: Path, name: str, text: str) -> Path:
 
 def test_validate_exit_codes_and_summary(tmp_path: Path) -> None:
     ok = _write(tmp_path, "ok.yaml", "agents:\n  root: {model: openai/x}\n")
-    warned = _write(tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, hooks: {}}\n")
+    warned = _write(
+        tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, code_mode_tools: true}\n"
+    )
     broken = _write(tmp_path, "broken.yaml", "agents:\n  root: {model: openai/x, modle: y}\n")
     out = io.StringIO()
     assert validate_main([str(ok), str(warned)], out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines[-1] == "2 files: 1 ok, 1 with warnings"
-    assert f"{warned}:2: agents.root.hooks: warning: ignored" in out.getvalue()
+    assert f"{warned}:2: agents.root.code_mode_tools: warning: ignored" in out.getvalue()
     out = io.StringIO()
     assert validate_main([str(tmp_path)], out=out) == 1
     text = out.getvalue()
@@ -301,14 +303,10 @@ def test_the_json_view_shows_providers_fallbacks_and_options() -> None:
     assert json.loads(json.dumps(data)) == data
 
 
-def test_generic_toolset_keys_greenroom_does_not_apply_are_warned() -> None:
+def test_generic_toolset_keys_toon_and_model_are_applied_not_warned() -> None:
     config = parse(
         "agents:\n  root:\n    model: openai/x\n    toolsets:\n"
         "      - type: think\n        toon: 'list_.*'\n        model: openai/small\n"
     )
-    assert config.warnings == (
-        "agent.yaml:6: agents.root.toolsets[0].toon: warning: ignored: greenroom does not "
-        "implement this key",
-        "agent.yaml:7: agents.root.toolsets[0].model: warning: ignored: greenroom does not "
-        "implement this key",
-    )
+    assert config.warnings == ()
+    assert config.agents["root"].toolsets[0].options["model"] == "openai/small"

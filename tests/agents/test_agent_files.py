@@ -90,7 +90,7 @@ def test_unsupported_features_are_named_with_file_and_line() -> None:
     where = [line.removeprefix(f"{path}:").split(": warning: ")[0] for line in lines]
     assert where == [
         "2: rag",
-        "10: agents.root.add_environment_info",
+        "10: agents.root.code_mode_tools",
         "12: agents.root.rag",
         "15: agents.root.toolsets[1]",
         "17: agents.root.toolsets[2]",

@@ -19,6 +19,7 @@ from greenroom.agents.providers import (
     make_provider,
     resolve_auto,
 )
+from greenroom.agents.providers._dmr import DmrProvider
 from greenroom.domain import ChatMessage, MessagePart
 from greenroom.errors import InvalidRequest
 
@@ -103,7 +104,9 @@ def test_make_provider_picks_by_provider_name() -> None:
     named = build("openai", base_url="http://localhost:8000/v1", token_key="VLLM_KEY")
     assert isinstance(named, OpenAIProvider)
     assert (named.key_var, named.require_key) == ("VLLM_KEY", True)
-    dmr = build("dmr")
+    runner = build("dmr")
+    assert isinstance(runner, DmrProvider)  # configures the runner before the first call
+    dmr = runner.inner
     assert isinstance(dmr, OpenAIProvider)
     assert dmr.base_url == "http://localhost:12434/engines/v1"
     assert not dmr.require_key

@@ -21,6 +21,7 @@ from greenroom.agents.providers import (
     make_provider,
 )
 from greenroom.agents.providers._catalog import VENDORS, expand_env
+from greenroom.agents.providers._dmr import DmrProvider
 from greenroom.domain import ChatMessage
 from greenroom.errors import InvalidRequest, ModelKeyMissing
 
@@ -100,6 +101,8 @@ def test_vendors_have_their_endpoints_and_key_variables(
     name: str, base_url: str, key_var: str
 ) -> None:
     provider = make_provider(ModelConfig(name="m", provider=name, model="x"), env={})
+    if isinstance(provider, DmrProvider):  # Model Runner's is configured before its first call
+        provider = provider.inner
     assert isinstance(provider, OpenAIProvider)
     assert (provider.base_url, provider.key_var, provider.require_key) == (
         base_url,
@@ -126,7 +129,9 @@ async def test_a_vendor_without_its_key_fails_before_any_request(fake: FakeOpenA
 
 def test_dmr_follows_model_runner_host() -> None:
     model = ModelConfig(name="m", provider="dmr", model="ai/qwen3")
-    provider = make_provider(model, env={"MODEL_RUNNER_HOST": "http://127.0.0.1:12435/"})
+    runner = make_provider(model, env={"MODEL_RUNNER_HOST": "http://127.0.0.1:12435/"})
+    assert isinstance(runner, DmrProvider)
+    provider = runner.inner
     assert isinstance(provider, OpenAIProvider)
     assert provider.base_url == "http://127.0.0.1:12435/engines/v1"
 

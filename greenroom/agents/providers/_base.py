@@ -34,6 +34,14 @@ def freeze_options(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 
 @attrs.frozen
+class RoutingRule:
+    """One ``routing`` rule of a model: calls like ``examples`` go to model ``model``."""
+
+    model: str
+    examples: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class ModelConfig:
     """One entry of an agent file's ``models`` (or an inline ``provider/model`` ref).
 
@@ -57,6 +65,9 @@ class ModelConfig:
         factory=freeze_options, converter=freeze_options, eq=False, repr=False
     )
     facts: ModelFacts | None = attrs.field(default=None, eq=False, repr=False)
+    routing: tuple[RoutingRule, ...] = ()
+    """Rule-based routing (``providers/_routing.py``): this model is then a router whose
+    ``provider``/``model`` serve the calls no rule matches."""
 
     @property
     def ref(self) -> str:

@@ -15,6 +15,7 @@ from ._base import ModelConfig, Provider
 from ._bedrock_provider import BedrockProvider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
 from ._clients import ModelClients
+from ._dmr import DmrProvider
 from ._echo import EchoProvider
 from ._google_provider import GoogleProvider
 from ._openai_provider import OpenAIProvider
@@ -92,7 +93,7 @@ def make_provider(
 
 def _openai_compatible(
     config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str], clients: ModelClients | None
-) -> OpenAIProvider:
+) -> Provider:
     if config.api_type or vendor is None or vendor.name == "openai":
         # ``openai`` and custom providers: a custom endpoint (the model's or OPENAI_BASE_URL)
         # without a token_key may run without a key.
@@ -109,13 +110,16 @@ def _openai_compatible(
     config = attrs.evolve(
         config, base_url=expand_env(base_url, env, what=f"model {config.name!r} base_url")
     )
-    return OpenAIProvider(
+    provider = OpenAIProvider(
         config,
         env=env,
         clients=clients,
         require_key=bool(vendor.key_var or config.token_key),
         default_key_var=vendor.key_var,
     )
+    if vendor.name == "dmr":
+        return DmrProvider(provider, config, clients)
+    return provider
 
 
 def _dmr_url(env: Mapping[str, str]) -> str:

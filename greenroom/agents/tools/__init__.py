@@ -6,6 +6,7 @@ registered too; ``background_agents`` lives beside the runtime (``agents/_backgr
 
 from .. import mcp  # noqa: F401  (registers the mcp builder)
 from . import (  # noqa: F401  (each registers its builder)
+    _a2a,
     _api,
     _fetch,
     _filesystem,

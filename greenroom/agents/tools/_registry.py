@@ -10,7 +10,9 @@ options raises :class:`ToolsetError`; the toolset is dropped with the upstream w
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -20,6 +22,10 @@ from .._config import AgentConfig, ToolsetConfig
 from ..providers._base import ToolSpec
 from ._base import Tool, ToolContext, ToolsetError
 from ._deferred import deferred_tools
+from ._described import described
+from ._skills import build_skills
+from ._skills_remote import is_remote, load_skills
+from ._toon import toon_patterns, with_toon
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +100,10 @@ class AgentTools:
     )
     entries: list[_Entry] = attrs.field(factory=list)
     activated: list[str] = attrs.field(factory=list)
+    describe: bool = False
+    """``add_description_parameter``: the tools upstream marks get a ``description`` argument."""
+    model_overrides: dict[str, str] = attrs.field(factory=dict)
+    """Offered tool name → its toolset's ``model`` (the model of the call after its results)."""
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -125,6 +135,7 @@ class AgentTools:
         tools: dict[str, Tool] = {}
         deferred: dict[str, Tool] = {}
         instructions: list[str] = []
+        overrides: dict[str, str] = {}
         for entry in self.entries:
             toolset, built = entry.config, entry.built
             offered, original = built.tools, built.instructions
@@ -136,10 +147,15 @@ class AgentTools:
             if text:
                 instructions.append(text)
             defer = toolset.options.get("defer")
+            toon = _toon_of(toolset)
+            model = toolset.options.get("model")
             for tool in offered:
                 name = tool.spec.name
                 if keep is not None and name not in keep:
                     continue
+                tool = with_toon(tool, toon) if toon else tool
+                if isinstance(model, str) and model and name not in overrides:
+                    overrides[name] = model
                 if defer is True or (isinstance(defer, list | tuple) and name in defer):
                     deferred.setdefault(name, tool)
                 elif name not in tools:
@@ -147,7 +163,18 @@ class AgentTools:
         for name in self.activated:
             if name in deferred:
                 tools.setdefault(name, deferred.pop(name))
+        if self.describe:
+            tools = {name: described(tool) for name, tool in tools.items()}
         self.tools, self.deferred, self.instructions = tools, deferred, instructions
+        self.model_overrides = overrides
+
+    def model_after(self, names: Iterable[str]) -> str:
+        """The ``model`` of the first of the called tools whose toolset has one ("" if none):
+        docker-agent's per-toolset routing of the model call that reads their results."""
+        for name in names:
+            if name in self.model_overrides:
+                return self.model_overrides[name]
+        return ""
 
     def refresh(self) -> bool:
         """Read the live toolsets again if any changed; True when the tools changed."""
@@ -200,6 +227,13 @@ def _listed(options: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
     return None
 
 
+def _toon_of(toolset: ToolsetConfig) -> tuple[re.Pattern[str], ...]:
+    try:
+        return toon_patterns(toolset.options.get("toon"))
+    except re.error:  # refused when the file is read; a bad pattern here takes nothing
+        return ()
+
+
 def _instructions(options: Mapping[str, Any], original: str) -> str:
     custom = options.get("instruction")
     if not isinstance(custom, str) or not custom:
@@ -242,7 +276,32 @@ ToolsFor = Callable[[AgentConfig, ToolContext], AgentTools]
 
 
 def default_tools_for(agent: AgentConfig, context: ToolContext | None = None) -> AgentTools:
-    return build_tools(agent.toolsets, context)
+    """The tools of ``agent``'s toolsets, its skills, with the description parameter if asked."""
+    tools = build_tools(agent.toolsets, context)
+    if agent.skills:
+        ctx = context if context is not None else ToolContext()
+        if any(is_remote(source) for source in agent.skills):
+            tools.add(ToolsetConfig(type="skills"), Toolset([], start=_remote_skills(agent, ctx)))
+        else:
+            found, text = build_skills(agent.skills, ctx)
+            if found:
+                tools.add(ToolsetConfig(type="skills"), Toolset(found, instructions=text))
+    if agent.add_description_parameter:
+        tools.describe = True
+        tools._rebuild()
+    return tools
+
+
+def _remote_skills(agent: AgentConfig, ctx: ToolContext) -> Callable[[], Awaitable[Toolset]]:
+    """Skills with a remote source are read before the next model call (network I/O)."""
+
+    async def start() -> Toolset:
+        home = Path(ctx.env.get("HOME") or Path.home())
+        cache = Path(ctx.data_dir) / "skills"
+        found, text = await load_skills(agent.skills, Path(ctx.working_dir), home, cache)
+        return Toolset(found, instructions=text)
+
+    return start
 
 
 def names(tools: Sequence[Tool]) -> list[str]:

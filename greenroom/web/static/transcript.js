@@ -178,6 +178,9 @@ export class Transcript {
       case "warning":
         this.addNotice(`Warning: ${event.message || ""}`, "warning");
         break;
+      case "hook_blocked":
+        this.addNotice(`Blocked by a hook: ${event.tool_call?.function?.name || "tool"}: ${event.message || ""}`, "warning");
+        break;
       case "max_iterations_reached":
         this.addNotice(`Stopped after ${event.max_iterations} iterations.`, "warning");
         break;
