@@ -62,6 +62,9 @@ class FallbackConfig:
 
     models: tuple[str, ...] = ()
     cooldown: float = 60.0
+    retries: int = 2
+    """Retries per model for a retryable failure (5xx, timeouts; -1: none); a rate limit
+    moves on to the next model at once (docker-agent's semantics)."""
 
 
 @attrs.frozen
