@@ -42,7 +42,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── ModelKeyMissing              502 missing_api_key
     │   ├── ModelRateLimited             502 rate_limited        (retries exhausted)
     │   ├── ModelTimeout                 502 model_timeout
-    │   └── ModelStreamMalformed         502 malformed_stream
+    │   ├── ModelStreamMalformed         502 malformed_stream
+    │   └── StructuredOutputMismatch     502 structured_output_mismatch
     ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
     ├── WaitTimedOut                     503 wait_timed_out      (?timeout= / ?wait= ran out)
     ├── ShuttingDown                     503 shutting_down
@@ -109,6 +110,7 @@ __all__ = [
     "SessionNotRunning",
     "ShuttingDown",
     "StoreError",
+    "StructuredOutputMismatch",
     "TooManyConnections",
     "ToolCallNotFound",
     "Unauthorized",
@@ -356,6 +358,13 @@ class ModelTimeout(ModelError):
 class ModelStreamMalformed(ModelError):
     code = "malformed_stream"
     default_message = "the model's stream was malformed or cut short"
+
+
+class StructuredOutputMismatch(ModelError):
+    """The final answer is not JSON matching the agent's ``structured_output`` schema."""
+
+    code = "structured_output_mismatch"
+    default_message = "the model's answer does not match the structured output schema"
 
 
 class SessionGone(GreenroomError):

@@ -16,7 +16,7 @@ from greenroom.domain import Permissions
 from greenroom.errors import AgentNotFound, InvalidRequest
 
 from ._runtime import Command
-from .providers._base import ModelConfig
+from .providers._base import ModelConfig, StructuredOutput
 from .providers._catalog import CustomProvider, apply_custom_provider
 
 AUTO_MODEL = "auto"
@@ -84,6 +84,8 @@ class AgentConfig:
     safety: str = ""
     """The author's default safety policy for sessions that start on this agent."""
     fallback: FallbackConfig | None = None
+    structured_output: StructuredOutput | None = None
+    """The JSON schema the agent's final answer must match (checked after each turn)."""
 
 
 @attrs.frozen

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -47,12 +48,14 @@ from greenroom.domain import (
 )
 from greenroom.errors import GreenroomError
 
+from ._answer_schema import check_answer
 from ._config import AgentConfig
+from ._confirm import is_approval
 from ._frame import Frame
 from ._models import ModelTable
 from ._prompt import build_messages
 from ._queue import MessageQueue
-from ._runtime import ElicitationSink, QueuedMessage
+from ._runtime import ElicitationSink, QueuedMessage, ResumeRequest
 from ._toolcalls import CANCELLED, ToolCalls
 from .providers._base import Delta, ModelRequest, ModelResponse, TextDelta
 from .tools import AgentTools
@@ -64,6 +67,8 @@ SAVE_BUDGET = 5.0
 STOP_EVENT_BUDGET = 1.0
 """Seconds a cancelled turn may spend delivering its ``stream_stopped`` event (shielded)."""
 INTERRUPTED_NOTE = "[response interrupted]"
+CONTINUE_ITERATIONS = 10
+"""Model calls an approved ``max_iterations_reached`` adds (docker-agent's figure)."""
 NOTICES_KEPT = 64
 """Out-of-turn events kept for the running turn; older ones are dropped first."""
 
@@ -201,16 +206,17 @@ class AgentLoop:
         """Model calls and tool calls until the model stops or the iteration limit is hit."""
         io = frame.io
         iterations = 0
+        limit = io.session.max_iterations or frame.agent.max_iterations
         while True:
             if frame.root:
                 await self._take_steers(frame)
             if not frame.background:
                 for event in self.notices.drain():
                     await io.emit(event)
-            limit = io.session.max_iterations or frame.agent.max_iterations
             if limit and iterations >= limit:
-                await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
-                return
+                if not await self._may_continue(frame, limit):
+                    return
+                limit = iterations + CONTINUE_ITERATIONS
             iterations += 1
             if frame.agent.name not in frame.prepared:  # this turn's first call, or a handoff
                 await self._prepare(frame)
@@ -219,7 +225,31 @@ class AgentLoop:
             if response.tool_calls:
                 await self._run_tools(frame, response.tool_calls)
             elif not (frame.root and self.steers.depth):
+                output = frame.agent.structured_output
+                if output is not None:
+                    check_answer(output, response.content)
                 return
+
+    async def _may_continue(self, frame: Frame, limit: int) -> bool:
+        """Emit ``max_iterations_reached`` and wait for the client (docker-agent's rule):
+        an approval grants :data:`CONTINUE_ITERATIONS` more, anything else stops the turn with
+        a note. A background frame has no one to ask: it stops."""
+        io = frame.io
+        event = MaxIterationsReached(max_iterations=limit, session_id=io.session.id)
+        if frame.background:
+            await io.emit(event)
+            return False
+        answer: ResumeRequest | None = None
+        timeout = self.tool_calls.confirmation_timeout or math.inf
+        with trio.move_on_after(timeout):
+            answer = await self.tool_calls.confirmations.ask(lambda: io.emit(event))
+        if answer is not None and is_approval(answer):
+            return True
+        note = f"Execution stopped after reaching the configured max_iterations limit ({limit})."
+        chat = ChatMessage(role="assistant", content=note, created_at=utcnow())
+        await io.add_message(Message(chat, agent_name=frame.agent.name))
+        await io.emit(AgentChoice(note, frame.agent.name, io.session.id))
+        return False
 
     async def _take_steers(self, frame: Frame) -> None:
         while (message := self.steers.pop()) is not None:
@@ -261,6 +291,8 @@ class AgentLoop:
             ),
             tools=tools.specs,
             max_tokens=model.max_tokens,
+            thinking=session.thinking,
+            structured_output=agent.structured_output,
         )
         frame.agent_name = agent.name
 
@@ -277,6 +309,7 @@ class AgentLoop:
             role="assistant",
             content=response.content or "".join(frame.text),
             reasoning_content=response.reasoning or "".join(frame.reasoning),
+            thinking_signature=response.thinking_signature,
             tool_calls=response.tool_calls,
             usage=response.usage,
             model=response.model or model.ref,

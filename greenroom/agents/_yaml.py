@@ -39,6 +39,7 @@ from ._yaml_checks import (
     plain,
 )
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
+from ._yaml_output import parse_structured_output
 
 _TOP_KEYS = {
     "version",
@@ -67,6 +68,7 @@ _AGENT_KEYS = {
     "safety",
     "fallback",
     "handoffs",
+    "structured_output",
 }
 _AGENT_IGNORED = {
     "num_history_items",
@@ -74,7 +76,6 @@ _AGENT_IGNORED = {
     "add_prompt_files",
     "add_description_parameter",
     "code_mode_tools",
-    "structured_output",
     "skills",
     "hooks",
     "rag",
@@ -291,6 +292,13 @@ def _parse_agent(
     if "fallback" in mapping:
         fields["fallback"] = parse_fallback(
             c, mapping["fallback"], line_of(mapping, "fallback") or line, f"{path}.fallback", refs
+        )
+    if "structured_output" in mapping:
+        fields["structured_output"] = parse_structured_output(
+            c,
+            mapping["structured_output"],
+            line_of(mapping, "structured_output") or line,
+            f"{path}.structured_output",
         )
     if "sub_agents" in mapping:
         fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)

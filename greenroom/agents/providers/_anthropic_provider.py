@@ -117,9 +117,7 @@ class AnthropicProvider:
         key = read_key(self._env, self.key_var, required=True, ref=request.model.ref)
         async with lease(self._clients, lambda c: c.anthropic(self.base_url, key)) as client:
             backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
-            return await with_retries(
-                backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: anthropic.AsyncAnthropic, request: ModelRequest, on_delta: OnDelta

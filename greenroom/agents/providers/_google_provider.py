@@ -114,9 +114,7 @@ class GoogleProvider:
         key = self._key(request.model.ref)
         async with lease(self._clients, lambda c: c.google(self.base_url, key)) as client:
             backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
-            return await with_retries(
-                backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: genai.Client, request: ModelRequest, on_delta: OnDelta

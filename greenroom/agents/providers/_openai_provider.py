@@ -28,9 +28,9 @@ from greenroom.errors import ModelError, ModelStreamMalformed
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
 from ._clients import ModelClients, lease
 from ._keys import read_key
-from ._reasoning import openai_effort
 from ._openai_messages import response_format, sampling, to_openai_messages, to_openai_tools
 from ._openai_stream import Chunk, ChunkReader, ChunkUsage, StreamMalformed
+from ._reasoning import openai_effort
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -120,9 +120,7 @@ class OpenAIProvider:
         key = read_key(self._env, self.key_var, required=self.require_key, ref=ref)
         async with lease(self._clients, lambda c: c.openai(self.base_url, key)) as client:
             backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
-            return await with_retries(
-                backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: ModelRequest, on_delta: OnDelta

@@ -13,7 +13,7 @@ from typing import Any
 
 from greenroom.errors import InvalidRequest
 
-from ._base import ModelConfig, ModelRequest
+from ._base import ModelRequest
 
 EFFORTS = ("minimal", "low", "medium", "high")
 ANTHROPIC_MIN_BUDGET = 1024
