@@ -297,7 +297,7 @@ def _parse_agent(
         fields["structured_output"] = parse_structured_output(
             c,
             mapping["structured_output"],
-            line_of(mapping, "structured_output") or line,
+            line_of(mapping, "structured_output", value=False) or line,
             f"{path}.structured_output",
         )
     if "sub_agents" in mapping:
