@@ -141,7 +141,10 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     ("config", frozenset({"_config", "_toolset_types", "_yaml_checks"})),
     ("tools", frozenset({"tools", "mcp"})),
-    ("agent files", frozenset({"_yaml", "_yaml_models", "_sources", "_diagnose", "_validate"})),
+    (
+        "agent files",
+        frozenset({"_yaml", "_yaml_models", "_yaml_output", "_sources", "_diagnose", "_validate"}),
+    ),
     (
         "runtime",
         frozenset(
@@ -158,6 +161,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_fallback",
                 "_titles",
                 "_prompt",
+                "_answer_schema",
             }
         ),
     ),
