@@ -3,7 +3,9 @@
 A run: ``stream_started`` → (root frame) ``agent_info`` and toolset warnings → the agent's
 toolsets are started (MCP servers: ``mcp_init_started`` … ``mcp_init_finished``, a changed tool
 list: ``toolset_info``) → model calls (deltas streamed as ``agent_choice``), each followed by its
-tool calls, until the model stops calling tools or the iteration limit is hit → ``stream_stopped``.
+tool calls, until the model stops calling tools → ``stream_stopped``. At the iteration limit the
+turn emits ``max_iterations_reached`` and waits for a resume (an approval: 10 more model calls;
+otherwise it stops with a note). An agent's ``structured_output`` checks the final answer.
 The root frame takes steer messages before each model call and one follow-up at the end of a
 turn (starting the next turn in the same stream); events raised outside any tool call (an MCP
 server died) are emitted at the start of each iteration.

@@ -29,7 +29,7 @@ from greenroom.agents.providers import (
     ToolSpec,
 )
 from greenroom.domain import ChatMessage, FunctionCall, ToolCall
-from greenroom.errors import InvalidRequest
+from greenroom.errors import InvalidRequest, ModelError, ModelRateLimited
 
 from . import fake_anthropic, fake_bedrock, fake_gemini, fake_openai
 from .provider_support import Deltas
@@ -408,3 +408,30 @@ async def test_bedrock_structured_output_is_a_forced_tool(
     spec = body["toolConfig"]["tools"][0]["toolSpec"]
     assert (spec["name"], spec["inputSchema"]["json"]["required"]) == ("verdict", ["ok"])
     assert (response.content, response.tool_calls) == ('{"ok": false}', ())
+
+
+# --- fallback.retries ------------------------------------------------------------------------
+
+
+async def test_request_retries_bound_the_attempts_and_rate_limits_can_skip_them(
+    openai_fake: fake_openai.FakeOpenAI,
+) -> None:
+    model = openai_model(openai_fake)
+    provider = OpenAIProvider(
+        model, env={"OPENAI_API_KEY": "k"}, backoff=Backoff(attempts=3, base=0.001, cap=0.002)
+    )
+    # retries: 1 → two attempts for a 5xx (the provider's own policy would make three)
+    openai_fake.script(*(fake_openai.error_reply(500, "boom") for _ in range(3)))
+    with trio.fail_after(LIMIT), pytest.raises(ModelError, match="gave up after 2 attempts"):
+        await provider.complete(ModelRequest(model=model, messages=HI, retries=1), Deltas())
+    assert len(openai_fake.requests) == 2
+    # -1 → one attempt
+    with trio.fail_after(LIMIT), pytest.raises(ModelError, match="boom"):
+        await provider.complete(ModelRequest(model=model, messages=HI, retries=-1), Deltas())
+    assert len(openai_fake.requests) == 3
+    # A rate limit with a fallback model waiting: no retry at all.
+    openai_fake.script(*(fake_openai.error_reply(429, "slow down") for _ in range(3)))
+    request = ModelRequest(model=model, messages=HI, retry_rate_limited=False)
+    with trio.fail_after(LIMIT), pytest.raises(ModelRateLimited):
+        await provider.complete(request, Deltas())
+    assert len(openai_fake.requests) == 4
