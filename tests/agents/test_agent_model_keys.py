@@ -11,7 +11,16 @@ import pytest
 
 from greenroom.agents import parse_agent_file
 from greenroom.agents.providers import ModelResponse, StructuredOutput
-from greenroom.domain import ErrorEvent, Session, StreamStopped, Usage
+from greenroom.domain import (
+    ChatMessage,
+    ErrorEvent,
+    Message,
+    Session,
+    StreamStopped,
+    Usage,
+    item_from_json,
+    item_to_json,
+)
 from greenroom.errors import AgentConfigError
 
 from .loop_support import FakeIO, FakeProvider, Step, make_runtime, start, text
@@ -187,3 +196,12 @@ async def test_fallback_retries_and_the_model_keys_reach_the_request() -> None:
     # -1: no retries; with fallback models a rate limit moves on at once.
     assert (request.retries, request.retry_rate_limited) == (-1, False)
     assert (request.model.thinking_budget, request.model.top_p) == ("low", 0.9)
+
+
+def test_the_thinking_signature_is_stored_with_the_message_and_omitted_when_empty() -> None:
+    chat = ChatMessage(role="assistant", content="a", reasoning_content="r", thinking_signature="s")
+    stored = item_to_json(Message(chat, agent_name="root"))
+    assert stored["message"]["message"]["thinking_signature"] == "s"
+    assert item_from_json(stored) == Message(chat, agent_name="root")
+    plain = item_to_json(Message(ChatMessage(role="assistant", content="a")))
+    assert "thinking_signature" not in plain["message"]["message"]
