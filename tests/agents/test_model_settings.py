@@ -435,3 +435,15 @@ async def test_request_retries_bound_the_attempts_and_rate_limits_can_skip_them(
     with trio.fail_after(LIMIT), pytest.raises(ModelRateLimited):
         await provider.complete(request, Deltas())
     assert len(openai_fake.requests) == 4
+
+
+async def test_anthropic_interleaved_thinking_without_a_budget_thinks_16384_tokens(
+    anthropic_fake: fake_anthropic.FakeAnthropic,
+) -> None:
+    model = anthropic_model(anthropic_fake, provider_opts={"interleaved_thinking": True})
+    anthropic_fake.script(fake_anthropic.text_reply("ok"))
+    with trio.fail_after(LIMIT):
+        await anthropic_provider(model).complete(ModelRequest(model=model, messages=HI), Deltas())
+    sent = anthropic_fake.requests[-1].json
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+    assert sent["max_tokens"] == 16384 + 8192

@@ -21,6 +21,9 @@ ANTHROPIC_MIN_BUDGET = 1024
 ANTHROPIC_OUTPUT_HEADROOM = 8192
 """Tokens added to the budget for max_tokens when max_tokens was not set (docker-agent's)."""
 INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+INTERLEAVED_DEFAULT_BUDGET = 16384
+"""Anthropic's thinking budget when ``interleaved_thinking`` is on and none is set
+(docker-agent's)."""
 
 
 def budget(request: ModelRequest) -> str | int | None:
@@ -69,12 +72,23 @@ def openai_effort(request: ModelRequest) -> str | None:
     )
 
 
+def _claude_budget(request: ModelRequest) -> str | int | None:
+    """The budget, with docker-agent's default for interleaved thinking on Anthropic's API."""
+    value = budget(request)
+    model = request.model
+    bedrock = model.provider == "amazon-bedrock"
+    if value is None and model.thinking_budget is None and interleaved(request) and not bedrock:
+        return INTERLEAVED_DEFAULT_BUDGET
+    return value
+
+
 def anthropic_thinking(request: ModelRequest, max_tokens: int) -> int | None:
     """The ``budget_tokens`` for Anthropic (and Claude on Bedrock); None: no thinking.
 
-    Only a token budget of at least 1024 below ``max_tokens`` enables it, as in docker-agent.
+    Only a token budget of at least 1024 below ``max_tokens`` enables it, as in docker-agent;
+    on Anthropic's API ``interleaved_thinking`` without a budget means 16384 tokens.
     """
-    value = budget(request)
+    value = _claude_budget(request)
     if not isinstance(value, int) or value < ANTHROPIC_MIN_BUDGET or value >= max_tokens:
         return None
     return value
@@ -87,7 +101,7 @@ def anthropic_max_tokens(request: ModelRequest, default: int) -> int:
         InvalidRequest: a set max_tokens not above the thinking budget.
     """
     model = request.model
-    value = budget(request)
+    value = _claude_budget(request)
     tokens = request.max_tokens or model.max_tokens
     if not isinstance(value, int) or value <= 0:
         return tokens or default
