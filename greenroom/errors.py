@@ -46,7 +46,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── ModelRateLimited             502 rate_limited        (retries exhausted)
     │   ├── ModelTimeout                 502 model_timeout
     │   ├── ModelStreamMalformed         502 malformed_stream
-    │   └── ModelContextOverflow         502 context_exceeded    (the prompt exceeds the window)
+    │   ├── ModelContextOverflow         502 context_exceeded    (the prompt exceeds the window)
+    │   └── StructuredOutputMismatch     502 structured_output_mismatch
     ├── SessionGone                      503 session_gone        (the actor stopped mid-call)
     ├── WaitTimedOut                     503 wait_timed_out      (?timeout= / ?wait= ran out)
     ├── ShuttingDown                     503 shutting_down
@@ -116,6 +117,7 @@ __all__ = [
     "SessionNotRunning",
     "ShuttingDown",
     "StoreError",
+    "StructuredOutputMismatch",
     "TooManyConnections",
     "ToolCallLoop",
     "ToolCallNotFound",
@@ -393,6 +395,13 @@ class ModelContextOverflow(ModelError):
 
     code = "context_exceeded"
     default_message = "the conversation exceeds the model's context window"
+
+
+class StructuredOutputMismatch(ModelError):
+    """The final answer is not JSON matching the agent's ``structured_output`` schema."""
+
+    code = "structured_output_mismatch"
+    default_message = "the model's answer does not match the structured output schema"
 
 
 class SessionGone(GreenroomError):

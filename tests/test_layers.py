@@ -149,6 +149,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_yaml_models",
                 "_yaml_facts",
                 "_yaml_context",
+                "_yaml_output",
                 "_sources",
                 "_diagnose",
                 "_validate",
@@ -176,6 +177,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_spending",
                 "_environment",
                 "_hooks",
+                "_answer_schema",
             }
         ),
     ),

@@ -147,6 +147,7 @@ class _Call:
                 ChatMessage(role="user", content=f"{transcript}\n\n---\n\n{prompt}"),
             ),
             max_tokens=self.max_tokens,
+            thinking=False,  # a summary needs no reasoning budget (as titles)
         )
         response = await self.provider.complete(request, _ignore)
         usage = response.usage

@@ -16,7 +16,7 @@ from greenroom.domain import Permissions
 from greenroom.errors import AgentNotFound, InvalidRequest
 
 from ._runtime import Command
-from .providers._base import ModelConfig
+from .providers._base import ModelConfig, StructuredOutput
 from .providers._catalog import CustomProvider, apply_custom_provider
 
 AUTO_MODEL = "auto"
@@ -62,6 +62,9 @@ class FallbackConfig:
 
     models: tuple[str, ...] = ()
     cooldown: float = 60.0
+    retries: int = 2
+    """Retries per model for a retryable failure (5xx, timeouts; -1: none); a rate limit
+    moves on to the next model at once (docker-agent's semantics)."""
 
 
 @attrs.frozen
@@ -124,6 +127,8 @@ class AgentConfig:
     """Skill sources: ``local`` (SKILL.md files on disk) and URLs (not fetched by greenroom)."""
     add_description_parameter: bool = False
     hooks: HooksConfig | None = None
+    structured_output: StructuredOutput | None = None
+    """The JSON schema the agent's final answer must match (checked after each turn)."""
 
 
 @attrs.frozen

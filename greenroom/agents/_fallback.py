@@ -47,6 +47,8 @@ class FallbackChain:
             provider cannot be made counts as a failed model.
         cooldown: seconds to keep starting from a fallback that answered.
         sticky: the chain's state, shared by the chains of one agent.
+        retries: retries per model for a retryable failure (the agent's ``fallback.retries``;
+            -1: none; None: the provider's own policy).
     """
 
     def __init__(
@@ -56,11 +58,13 @@ class FallbackChain:
         *,
         cooldown: float,
         sticky: Stickiness,
+        retries: int | None = None,
     ) -> None:
         self.models = tuple(models)
         self._provider_for = provider_for
         self._cooldown = cooldown
         self._sticky = sticky
+        self._retries = retries
 
     async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
         """The first answer of the models, from the sticky one on.
@@ -69,6 +73,11 @@ class FallbackChain:
             ModelError: the last model's error when every model failed before answering, or
                 the error of a model that failed after some tokens were streamed.
         """
+        # docker-agent: ``retries`` per model for retryable failures; with fallbacks a rate
+        # limit moves on to the next model at once.
+        request = attrs.evolve(
+            request, retries=self._retries, retry_rate_limited=len(self.models) == 1
+        )
         start = self._sticky.start()
         order = list(range(start, len(self.models))) + list(range(start))
         failure: GreenroomError | None = None

@@ -3,7 +3,9 @@
 A run: ``stream_started`` → (root frame) ``agent_info`` and toolset warnings → the agent's
 toolsets are started (MCP servers: ``mcp_init_started`` … ``mcp_init_finished``, a changed tool
 list: ``toolset_info``) → model calls (deltas streamed as ``agent_choice``), each followed by its
-tool calls, until the model stops calling tools or the iteration limit is hit → ``stream_stopped``.
+tool calls, until the model stops calling tools → ``stream_stopped``. At the iteration limit the
+turn emits ``max_iterations_reached`` and waits for a resume (an approval: 10 more model calls;
+otherwise it stops with a note). An agent's ``structured_output`` checks the final answer.
 The root frame takes steer messages before each model call and one follow-up at the end of a
 turn (starting the next turn in the same stream); events raised outside any tool call (an MCP
 server died) are emitted at the start of each iteration.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
@@ -52,13 +55,15 @@ from greenroom.errors import (
     ToolCallLoop,
 )
 
+from ._answer_schema import check_answer
 from ._compaction import compact
 from ._config import AgentConfig
+from ._confirm import is_approval
 from ._frame import Frame
 from ._models import ModelTable
 from ._prompt import build_messages
 from ._queue import MessageQueue
-from ._runtime import ElicitationSink, QueuedMessage
+from ._runtime import ElicitationSink, QueuedMessage, ResumeRequest
 from ._spending import Repeats, check_budget, usage_info, worth_compacting
 from ._tokens import MAX_OLD_TOOL_CALL_TOKENS, estimate_tokens, should_compact
 from ._toolcalls import CANCELLED, ToolCalls
@@ -76,6 +81,8 @@ OVERFLOW_NOTE = (
     "The conversation has exceeded the model's context window. "
     "Automatically compacting the conversation history..."
 )
+CONTINUE_ITERATIONS = 10
+"""Model calls an approved ``max_iterations_reached`` adds (docker-agent's figure)."""
 NOTICES_KEPT = 64
 """Out-of-turn events kept for the running turn; older ones are dropped first."""
 
@@ -217,6 +224,7 @@ class AgentLoop:
         """Model calls and tool calls until the model stops or the iteration limit is hit."""
         io = frame.io
         iterations = 0
+        limit = io.session.max_iterations or frame.agent.max_iterations
         repeats = Repeats()
         routed = ("", "")  # (agent, model): a toolset's ``model`` for the next call only
         while True:
@@ -225,10 +233,10 @@ class AgentLoop:
             if not frame.background:
                 for event in self.notices.drain():
                     await io.emit(event)
-            limit = io.session.max_iterations or frame.agent.max_iterations
             if limit and iterations >= limit:
-                await io.emit(MaxIterationsReached(max_iterations=limit, session_id=io.session.id))
-                return
+                if not await self._may_continue(frame, limit):
+                    return
+                limit = iterations + CONTINUE_ITERATIONS
             iterations += 1
             if frame.agent.name not in frame.prepared:  # this turn's first call, or a handoff
                 await self._prepare(frame)
@@ -237,19 +245,43 @@ class AgentLoop:
             response = await self._call_model(frame, override)
             routed = ("", "")
             if response.tool_calls:
-                limit = frame.agent.max_consecutive_tool_calls
-                if repeats.seen(response.tool_calls) > limit > 0:
+                repeat_limit = frame.agent.max_consecutive_tool_calls
+                if repeats.seen(response.tool_calls) > repeat_limit > 0:
                     name = response.tool_calls[0].function.name
                     raise ToolCallLoop(
                         f"the model made the same tool call ({name}) {repeats.count} times "
-                        f"in a row (max_consecutive_tool_calls: {limit})"
+                        f"in a row (max_consecutive_tool_calls: {repeat_limit})"
                     )
                 tools = self.tools_of(self.agents.get(frame.agent_name) or frame.agent)
                 called = [call.function.name for call in response.tool_calls]
                 routed = (frame.agent_name, tools.model_after(called))
                 await self._run_tools(frame, response.tool_calls)
             elif not (frame.root and self.steers.depth):
+                output = frame.agent.structured_output
+                if output is not None:
+                    check_answer(output, response.content)
                 return
+
+    async def _may_continue(self, frame: Frame, limit: int) -> bool:
+        """Emit ``max_iterations_reached`` and wait for the client (docker-agent's rule):
+        an approval grants :data:`CONTINUE_ITERATIONS` more, anything else stops the turn with
+        a note. A background frame has no one to ask: it stops."""
+        io = frame.io
+        event = MaxIterationsReached(max_iterations=limit, session_id=io.session.id)
+        if frame.background:
+            await io.emit(event)
+            return False
+        answer: ResumeRequest | None = None
+        timeout = self.tool_calls.confirmation_timeout or math.inf
+        with trio.move_on_after(timeout):
+            answer = await self.tool_calls.confirmations.ask(lambda: io.emit(event))
+        if answer is not None and is_approval(answer):
+            return True
+        note = f"Execution stopped after reaching the configured max_iterations limit ({limit})."
+        chat = ChatMessage(role="assistant", content=note, created_at=utcnow())
+        await io.add_message(Message(chat, agent_name=frame.agent.name))
+        await io.emit(AgentChoice(note, frame.agent.name, io.session.id))
+        return False
 
     async def _take_steers(self, frame: Frame) -> None:
         while (message := self.steers.pop()) is not None:
@@ -290,7 +322,12 @@ class AgentLoop:
             context=context,
         )
         return ModelRequest(
-            model=model, messages=messages, tools=tools.specs, max_tokens=model.max_tokens
+            model=model,
+            messages=messages,
+            tools=tools.specs,
+            max_tokens=model.max_tokens,
+            thinking=session.thinking,
+            structured_output=agent.structured_output,
         )
 
     async def compact(
@@ -358,6 +395,7 @@ class AgentLoop:
             role="assistant",
             content=response.content or "".join(frame.text),
             reasoning_content=response.reasoning or "".join(frame.reasoning),
+            thinking_signature=response.thinking_signature,
             tool_calls=response.tool_calls,
             usage=response.usage,
             model=response.model or model.ref,

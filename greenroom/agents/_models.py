@@ -75,7 +75,7 @@ class ModelTable:
         """What serves the agent this turn: its model's provider, or a chain with fallbacks."""
         model = self.model_of(agent)
         fallback = agent.fallback
-        if fallback is None or not fallback.models:
+        if fallback is None:
             return self.provider(model)
         models = [model]
         for ref in fallback.models:
@@ -84,7 +84,13 @@ class ModelTable:
                 for r in self._config.model_choices(ref)
             ]
         sticky = self._sticky.setdefault(agent.name, Stickiness())
-        return FallbackChain(models, self.provider, cooldown=fallback.cooldown, sticky=sticky)
+        return FallbackChain(
+            models,
+            self.provider,
+            cooldown=fallback.cooldown,
+            sticky=sticky,
+            retries=fallback.retries,
+        )
 
     def facts(self, model: ModelConfig) -> ModelFacts:
         """What is known of ``model``: its file's ``limit``/``cost`` over models.dev's."""

@@ -99,6 +99,7 @@ class ModelTitleGenerator:
                 model=attrs.evolve(model, max_tokens=TITLE_MAX_TOKENS),
                 messages=title_prompt(texts),
                 max_tokens=TITLE_MAX_TOKENS,
+                thinking=False,  # as docker-agent: a title is no place for reasoning
             )
             try:
                 provider = self.provider_for(model)

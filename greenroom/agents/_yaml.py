@@ -46,6 +46,7 @@ from ._yaml_context import (
     parse_context,
 )
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
+from ._yaml_output import parse_structured_output
 
 _TOP_KEYS = {
     "version",
@@ -76,13 +77,13 @@ _AGENT_KEYS = {
     "handoffs",
     "max_cost",
     "num_history_items",
+    "structured_output",
     "max_consecutive_tool_calls",
     "max_old_tool_call_tokens",
     *CONTEXT_KEYS,
 }
 _AGENT_IGNORED = {
     "code_mode_tools",
-    "structured_output",
     "rag",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
@@ -311,6 +312,13 @@ def _parse_agent(
     if "fallback" in mapping:
         fields["fallback"] = parse_fallback(
             c, mapping["fallback"], line_of(mapping, "fallback") or line, f"{path}.fallback", refs
+        )
+    if "structured_output" in mapping:
+        fields["structured_output"] = parse_structured_output(
+            c,
+            mapping["structured_output"],
+            line_of(mapping, "structured_output", value=False) or line,
+            f"{path}.structured_output",
         )
     if "sub_agents" in mapping:
         fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)

@@ -13,6 +13,7 @@ from typing import Any
 from ._config import AUTO_MODEL, FallbackConfig, split_alloy, split_inline_ref
 from ._yaml_checks import (
     Checker,
+    as_bool,
     as_count,
     as_mapping,
     as_number,
@@ -46,25 +47,25 @@ _MODEL_KEYS = {
     "provider_opts",
     *FACT_KEYS,
     "routing",
-}
-_MODEL_IGNORED = {
     "top_p",
     "frequency_penalty",
     "presence_penalty",
     "thinking_budget",
     "parallel_tool_calls",
     "track_usage",
-    "output_capabilities",
 }
+_MODEL_IGNORED = {"output_capabilities"}
+_NUMBERS = ("temperature", "top_p", "frequency_penalty", "presence_penalty")
+_FLAGS = ("parallel_tool_calls", "track_usage")
+_EFFORTS = ("minimal", "low", "medium", "high", "none")
 _PROVIDER_KEYS = {"api_type", "base_url", "token_key"}
-_FALLBACK_KEYS = {"models", "cooldown"}
-_FALLBACK_IGNORED = {"retries"}
+_FALLBACK_KEYS = {"models", "cooldown", "retries"}
 
 _USED_OPTIONS: Mapping[str, frozenset[str]] = {
     "openai": frozenset({"api_type"}),
-    "anthropic": frozenset(),
+    "anthropic": frozenset({"interleaved_thinking"}),
     "google": frozenset(),
-    "bedrock": frozenset({"region", "profile", "endpoint_url"}),
+    "bedrock": frozenset({"region", "profile", "endpoint_url", "interleaved_thinking"}),
     "echo": frozenset({"token_delay"}),
     "scripted": frozenset(),
 }
@@ -184,8 +185,16 @@ def parse_model(c: Checker, name: str, raw: Any, line: int, refs: ModelRefs) -> 
     for key in ("provider", "model", "base_url", "token_key", "title_model"):
         if key in mapping:
             fields[key] = c.typed(mapping, key, path, as_str, "a string")
-    if "temperature" in mapping:
-        fields["temperature"] = c.typed(mapping, "temperature", path, as_number, "a number")
+    for key in _NUMBERS:
+        if key in mapping:
+            fields[key] = c.typed(mapping, key, path, as_number, "a number")
+    for key in _FLAGS:
+        if key in mapping:
+            fields[key] = c.typed(mapping, key, path, as_bool, "true or false")
+    if "thinking_budget" in mapping:
+        fields["thinking_budget"] = c.typed(
+            mapping, "thinking_budget", path, _as_budget, f"an integer or one of {_EFFORTS}"
+        )
     if "max_tokens" in mapping:
         fields["max_tokens"] = c.typed(
             mapping, "max_tokens", path, as_positive, "a positive integer"
@@ -222,6 +231,15 @@ def parse_model(c: Checker, name: str, raw: Any, line: int, refs: ModelRefs) -> 
     config = ModelConfig(name=name, **fields)
     _check_options(c, config, refs, line_of(mapping, "provider_opts") or line, path)
     return config
+
+
+def _as_budget(value: Any) -> str | int | None:
+    """A thinking budget: tokens (-1 and up) or an effort name."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= -1:
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in _EFFORTS:
+        return value.strip().lower()
+    return None
 
 
 def _check_options(c: Checker, config: ModelConfig, refs: ModelRefs, line: int, path: str) -> None:
@@ -294,7 +312,7 @@ def parse_fallback(
     if mapping is None:
         c.fail(line, path, f"expected a mapping, got {kind_of(raw)}")
         return None
-    c.keys(mapping, _FALLBACK_KEYS, _FALLBACK_IGNORED, path)
+    c.keys(mapping, _FALLBACK_KEYS, set(), path)
     models = (
         c.typed(mapping, "models", path, as_str_list, "a list of strings")
         if ("models" in mapping)
@@ -316,9 +334,18 @@ def parse_fallback(
             ok = False
         else:
             cooldown = parsed
-    if "retries" in mapping and as_count(mapping["retries"]) is None and mapping["retries"] != -1:
-        c.fail(line_of(mapping, "retries") or line, f"{path}.retries", "expected an integer")
-    return FallbackConfig(models=tuple(models or ()), cooldown=cooldown) if ok else None
+    retries = 2
+    if "retries" in mapping:
+        value = mapping["retries"]
+        if as_count(value) is None and value != -1:
+            c.fail(line_of(mapping, "retries") or line, f"{path}.retries", "expected an integer")
+            ok = False
+        else:
+            # docker-agent: 0 means the default (2), -1 no retries.
+            retries = int(value) or 2
+    if not ok:
+        return None
+    return FallbackConfig(models=tuple(models or ()), cooldown=cooldown, retries=retries)
 
 
 def _duration(value: Any) -> float | None:

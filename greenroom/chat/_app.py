@@ -234,6 +234,8 @@ class ChatApp:
                     await self.answer_confirmation(event)
                 elif event.type == "elicitation_request":
                     await self.answer_elicitation(event)
+                elif event.type == "max_iterations_reached":
+                    await self.answer_continuation(event)
             watch.cancel_scope.cancel()
 
     async def _cancel_on_interrupt(self) -> None:
@@ -277,6 +279,19 @@ class ChatApp:
             else:
                 continue
             return
+
+    async def answer_continuation(self, event: Event) -> None:
+        """The turn made its ``max_iterations`` model calls: 10 more, or stop."""
+        limit = event.get("max_iterations", "?")
+        self.out.line(f"the agent reached its limit of {limit} iterations", "bold yellow")
+        try:
+            answer = (await self.ask("continue for 10 more? [y]es / [n]o> ")).strip().lower()
+        except KeyboardInterrupt:
+            answer = "n"
+        if answer in ("y", "yes"):
+            await self.client.approve(self.session_id)
+        else:
+            await self.client.reject(self.session_id, "stopped at max_iterations")
 
     async def answer_elicitation(self, event: Event) -> None:
         self.out.line(f"the agent asks: {event.get('message', '')}", "bold yellow")

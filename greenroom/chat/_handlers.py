@@ -97,6 +97,7 @@ HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
     "tool_call": _on_tool_call,
     "tool_call_confirmation": _on_confirmation,
     "elicitation_request": _on_confirmation,
+    "max_iterations_reached": _on_confirmation,
     "tool_call_response": _on_tool_response,
     "user_message": _on_user_message,
     "token_usage": _on_usage,

@@ -82,6 +82,7 @@ class ChatMessage:
     content: str = ""
     multi_content: tuple[MessagePart, ...] = ()
     reasoning_content: str = ""
+    thinking_signature: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     is_error: bool = False

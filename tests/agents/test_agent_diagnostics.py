@@ -137,7 +137,7 @@ agents:
     model: old
     rag: [docs]
 models:
-  big: {provider: openai, model: gpt-4o, top_p: 0.5}
+  big: {provider: openai, model: gpt-4o, output_capabilities: {}}
   small: {provider: google, model: gemini, provider_opts: {project: p, location: l}}
   old: {provider: chatgpt, model: gpt-5}
 rag: {}
@@ -159,7 +159,7 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
         "by greenroom yet (left out); catalog server 'duckduckgo' needs Docker's MCP gateway "
         "(no docker CLI on PATH): install Docker Desktop",
         "agent.yaml:13: agents.helper.rag: warning: ignored",
-        "agent.yaml:15: models.big.top_p: warning: ignored",
+        "agent.yaml:15: models.big.output_capabilities: warning: ignored",
         "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
         "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
         "agent.yaml:18: rag: warning: ignored",

@@ -69,6 +69,7 @@ PROVIDER_NAMES = {
     "ReasoningDelta",
     "Script",
     "ScriptedProvider",
+    "StructuredOutput",
     "TextDelta",
     "ToolSpec",
     "make_provider",

@@ -174,23 +174,50 @@ async def test_unknown_tool_and_bad_arguments_give_error_results() -> None:
     assert results[1].content.startswith("Error calling tool: invalid arguments:")
 
 
-async def test_max_iterations_stops_a_model_that_keeps_calling_tools() -> None:
+async def _run_to_limit(
+    provider: FakeProvider, yaml_text: str, io: FakeIO, answer: ResumeRequest
+) -> None:
+    runtime = make_runtime(provider, yaml_text)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime.run_stream, io)
+        await trio.testing.wait_all_tasks_blocked()
+        assert io.of(MaxIterationsReached), "the turn waits at the limit"
+        assert not io.of(StreamStopped)
+        await runtime.resume(answer)
+
+
+async def test_max_iterations_waits_and_a_rejection_stops_the_turn_with_a_note() -> None:
     looping = [tool_step(call("think", {"thought": str(i)}, f"c{i}")) for i in range(5)]
     provider = FakeProvider(*looping)
     yaml_text = "agents:\n  root:\n    model: openai/m\n    max_iterations: 2\n    toolsets:\n"
     yaml_text += "      - type: think\n"
     io = start(FakeIO(), "loop")
-    await make_runtime(provider, yaml_text).run_stream(io)
+    await _run_to_limit(provider, yaml_text, io, ResumeRequest("reject"))
     assert len(provider.requests) == 2
     assert io.of(MaxIterationsReached) == [MaxIterationsReached(2, session_id=io.session.id)]
+    note = "Execution stopped after reaching the configured max_iterations limit (2)."
+    assert io.messages()[-1].message.content == note
     assert stopped(io).reason == "normal"
 
     # The session's limit wins over the agent's.
     provider = FakeProvider(*looping)
     io = start(FakeIO(Session.new(max_iterations=3)), "loop")
-    await make_runtime(provider, yaml_text).run_stream(io)
+    await _run_to_limit(provider, yaml_text, io, ResumeRequest("reject"))
     assert len(provider.requests) == 3
     assert io.of(MaxIterationsReached)[0].max_iterations == 3
+
+
+async def test_max_iterations_approval_grants_ten_more_model_calls() -> None:
+    looping = [tool_step(call("think", {"thought": str(i)}, f"c{i}")) for i in range(7)]
+    provider = FakeProvider(*looping, text("finally"))
+    yaml_text = "agents:\n  root:\n    model: openai/m\n    max_iterations: 2\n    toolsets:\n"
+    yaml_text += "      - type: think\n"
+    io = start(FakeIO(), "loop")
+    await _run_to_limit(provider, yaml_text, io, ResumeRequest("approve"))
+    assert len(provider.requests) == 8  # 2, then up to 10 more: the model stopped at 8
+    assert len(io.of(MaxIterationsReached)) == 1
+    assert io.messages()[-1].message.content == "finally"
+    assert stopped(io).reason == "normal"
 
 
 async def test_a_model_that_stops_at_the_limit_does_not_report_it() -> None:

@@ -19,6 +19,7 @@ from ._base import (
     OnDelta as OnDelta,
     Provider as Provider,
     ReasoningDelta as ReasoningDelta,
+    StructuredOutput as StructuredOutput,
     TextDelta as TextDelta,
     ToolSpec as ToolSpec,
 )

@@ -2,8 +2,9 @@
 
 System messages are joined into the request's ``system`` text. Tool results become
 ``tool_result`` blocks in a user turn, and consecutive messages of one role are merged into a
-single turn, since the API expects user and assistant turns to alternate. Reasoning text of
-earlier turns is not sent back: a thinking block needs the signature we do not keep.
+single turn, since the API expects user and assistant turns to alternate. Reasoning of earlier
+turns is sent back as a thinking block when it carries its signature and the call thinks
+(Anthropic wants it before the tool calls it led to).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from ._base import ToolSpec
 _IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 
 
-def to_anthropic_messages(messages: Iterable[ChatMessage]) -> tuple[str, list[MessageParam]]:
+def to_anthropic_messages(
+    messages: Iterable[ChatMessage], *, thinking: bool = False
+) -> tuple[str, list[MessageParam]]:
     """The ``system`` text and the ``messages`` list for ``messages``."""
     system: list[str] = []
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
@@ -39,6 +42,15 @@ def to_anthropic_messages(messages: Iterable[ChatMessage]) -> tuple[str, list[Me
             continue
         role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
+        if thinking and message.thinking_signature and message.reasoning_content:
+            blocks.insert(
+                0,
+                {
+                    "type": "thinking",
+                    "thinking": message.reasoning_content,
+                    "signature": message.thinking_signature,
+                },
+            )
         if not blocks:
             continue
         if turns and turns[-1][0] == role:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import anthropic
 import attrs
@@ -36,16 +37,19 @@ from ._base import (
 )
 from ._clients import ModelClients, lease
 from ._keys import read_key
+from ._reasoning import INTERLEAVED_BETA, anthropic_max_tokens, anthropic_thinking, interleaved
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
     Retryable,
     connection_failure,
+    for_request,
     status_failure,
     transport_failure,
     with_retries,
 )
 from ._stream import StreamAssembly, idle_limit, next_within
+from ._structured import forced_choice, output_tool, take_output
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_KEY_VAR = "ANTHROPIC_API_KEY"
@@ -72,8 +76,9 @@ class AnthropicProvider:
     starts, and a missing one raises :class:`~greenroom.errors.ModelKeyMissing` before any
     request. The endpoint is ``config.base_url``, else the environment's
     ``ANTHROPIC_BASE_URL`` (as the official SDKs do), else Anthropic's API. Extended thinking is
-    not requested; thinking blocks a server streams anyway are
-    reported as reasoning.
+    asked for by the model's ``thinking_budget`` (tokens, at least 1024) and sent back with
+    its signature on later calls; ``provider_opts.interleaved_thinking`` adds the beta header.
+    ``structured_output`` is a forced tool (``_structured``).
 
     Attributes:
         backoff: the retry policy for HTTP 429, 5xx (529 overloaded included), connection
@@ -111,9 +116,8 @@ class AnthropicProvider:
         """
         key = read_key(self._env, self.key_var, required=True, ref=request.model.ref)
         async with lease(self._clients, lambda c: c.anthropic(self.base_url, key)) as client:
-            return await with_retries(
-                self.backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: anthropic.AsyncAnthropic, request: ModelRequest, on_delta: OnDelta
@@ -148,26 +152,51 @@ class AnthropicProvider:
                 await state.asm.forward(delta)
         if not state.stopped:
             raise ModelStreamMalformed(f"{ref}: the stream ended before message_stop")
-        return state.asm.response()
+        response = state.asm.response()
+        if request.structured_output is not None:
+            return await take_output(response, request.structured_output, on_delta)
+        return response
 
     async def _open(
         self, client: anthropic.AsyncAnthropic, request: ModelRequest
     ) -> anthropic.AsyncStream[at.RawMessageStreamEvent]:
         model = request.model
-        system, messages = to_anthropic_messages(request.messages)
-        tools = to_anthropic_tools(request.tools)
+        max_tokens = anthropic_max_tokens(request, DEFAULT_MAX_TOKENS)
+        output = request.structured_output
+        # A forced tool choice and extended thinking exclude each other (Anthropic refuses both).
+        budget = None if output is not None else anthropic_thinking(request, max_tokens)
+        system, messages = to_anthropic_messages(request.messages, thinking=budget is not None)
+        specs = request.tools
+        choice: Any = anthropic.omit
+        if output is not None:
+            forced = forced_choice(output, specs)
+            choice = {"type": "tool", "name": forced} if forced else {"type": "any"}
+            specs = (*specs, output_tool(output))
+        tools = to_anthropic_tools(specs)
+        extra: dict[str, Any] = {}
+        if budget is None:
+            # This SDK release has no temperature or top_p argument; the API takes them, but
+            # not with extended thinking.
+            extra = {
+                key: value
+                for key, value in (("temperature", model.temperature), ("top_p", model.top_p))
+                if value is not None
+            }
+        headers = {"anthropic-beta": INTERLEAVED_BETA} if interleaved(request) else None
         with idle_limit(self.idle, model.ref):
             return await client.messages.create(
                 model=model.model,
                 messages=messages,
-                max_tokens=request.max_tokens or model.max_tokens or DEFAULT_MAX_TOKENS,
+                max_tokens=max_tokens,
                 stream=True,
                 system=system if system else anthropic.omit,
                 tools=tools if tools else anthropic.omit,
-                # This SDK release has no temperature argument; the API still takes it.
-                extra_body={"temperature": model.temperature}
-                if model.temperature is not None
-                else None,
+                tool_choice=choice,
+                thinking={"type": "enabled", "budget_tokens": budget}
+                if budget is not None
+                else anthropic.omit,
+                extra_headers=headers,
+                extra_body=extra or None,
             )
 
     def _failure(
@@ -216,6 +245,8 @@ class _State:
                 return TextDelta(delta.text)
             if isinstance(delta, at.ThinkingDelta):
                 return ReasoningDelta(delta.thinking)
+            if isinstance(delta, at.SignatureDelta):
+                asm.signature += delta.signature
             if isinstance(delta, at.InputJSONDelta) and event.index in self.tool_blocks:
                 self.start_inputs.pop(event.index, None)
                 asm.tool_fragment(event.index, arguments=delta.partial_json)
@@ -229,6 +260,7 @@ class _State:
             elif isinstance(block, at.TextBlock):
                 return TextDelta(block.text)
             elif isinstance(block, at.ThinkingBlock):
+                asm.signature += block.signature or ""
                 return ReasoningDelta(block.thinking)
         elif isinstance(event, at.RawContentBlockStopEvent):
             if (start_input := self.start_inputs.pop(event.index, None)) is not None:

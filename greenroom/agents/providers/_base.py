@@ -33,6 +33,15 @@ def freeze_options(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return frozen
 
 
+def thaw(value: Any) -> Any:
+    """A plain (JSON-ready) copy of a value made by :func:`freeze_options`."""
+    if isinstance(value, Mapping):
+        return {str(k): thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
 @attrs.frozen
 class RoutingRule:
     """One ``routing`` rule of a model: calls like ``examples`` go to model ``model``."""
@@ -61,6 +70,15 @@ class ModelConfig:
     max_tokens: int | None = None
     title_model: str = ""
     api_type: str = ""
+    thinking_budget: str | int | None = None
+    """Reasoning: an effort (``minimal``/``low``/``medium``/``high``, ``none``) or tokens
+    (``0`` disables, ``-1`` is Gemini's dynamic budget); see ``_reasoning``."""
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    parallel_tool_calls: bool | None = None
+    track_usage: bool | None = None
+    """False: the call asks for no usage figures (OpenAI's ``stream_options``)."""
     provider_opts: Mapping[str, Any] = attrs.field(
         factory=freeze_options, converter=freeze_options, eq=False, repr=False
     )
@@ -86,11 +104,33 @@ class ToolSpec:
 
 
 @attrs.frozen
+class StructuredOutput:
+    """An agent's ``structured_output``: the JSON schema its final answer must match."""
+
+    name: str
+    schema: Mapping[str, Any] = attrs.field(factory=freeze_options, converter=freeze_options)
+    description: str = ""
+    strict: bool = False
+
+
+@attrs.frozen
 class ModelRequest:
+    """One model call.
+
+    ``thinking`` is the session's thinking toggle (off: no reasoning is asked for, whatever
+    the model's ``thinking_budget``). ``retries`` overrides the provider's retries for
+    retryable failures (an agent's ``fallback.retries``; ``-1``: none), and
+    ``retry_rate_limited`` false makes a rate limit fail at once (a fallback model follows).
+    """
+
     model: ModelConfig
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
+    thinking: bool = True
+    structured_output: StructuredOutput | None = None
+    retries: int | None = None
+    retry_rate_limited: bool = True
 
 
 @attrs.frozen
@@ -115,6 +155,8 @@ class ModelResponse:
     usage: Usage = attrs.field(factory=Usage)
     stop_reason: str = "stop"
     model: str = ""
+    thinking_signature: str = ""
+    """Anthropic's signature of the reasoning (sent back with it on the next call)."""
 
 
 class Provider(Protocol):

@@ -27,9 +27,10 @@ _IMAGE_FORMATS = {
 
 
 def to_converse(
-    messages: Iterable[ChatMessage],
+    messages: Iterable[ChatMessage], *, thinking: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``system`` blocks and the ``messages`` of a Converse request."""
+    """The ``system`` blocks and the ``messages`` of a Converse request (with ``thinking``,
+    earlier reasoning that carries its signature goes back as ``reasoningContent``)."""
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -39,6 +40,9 @@ def to_converse(
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
+        if thinking and message.thinking_signature and message.reasoning_content:
+            text = {"text": message.reasoning_content, "signature": message.thinking_signature}
+            blocks.insert(0, {"reasoningContent": {"reasoningText": text}})
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:

@@ -42,16 +42,19 @@ from greenroom.errors import ModelError, ModelKeyMissing, ModelStreamMalformed
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta, ReasoningDelta, TextDelta
 from ._bedrock_messages import to_converse, to_tool_config
 from ._clients import ModelClients, lease
+from ._reasoning import INTERLEAVED_BETA, anthropic_max_tokens, anthropic_thinking, interleaved
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
     Retryable,
     connection_failure,
+    for_request,
     status_failure,
     transport_failure,
     with_retries,
 )
 from ._stream import StreamAssembly, idle_limit, next_within
+from ._structured import forced_choice, output_tool, take_output
 
 TOKEN_VAR = "AWS_BEARER_TOKEN_BEDROCK"
 DEFAULT_REGION = "us-east-1"
@@ -184,25 +187,45 @@ class BedrockProvider:
         ref = request.model.ref
         auth = await self._auth(ref)
         async with lease(self._clients, lambda c: c.http(self.endpoint)) as client:
+            backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
             return await with_retries(
-                self.backoff, lambda: self._attempt(client, auth, request, on_delta)
+                backoff, lambda: self._attempt(client, auth, request, on_delta)
             )
 
     def _body(self, request: ModelRequest) -> bytes:
         model = request.model
-        system, messages = to_converse(request.messages)
+        output = request.structured_output
+        max_tokens = request.max_tokens or model.max_tokens
+        budget = None
+        if output is None:  # a forced tool choice excludes extended thinking
+            max_tokens = anthropic_max_tokens(request, 0) or None
+            budget = anthropic_thinking(request, max_tokens or 0)
+        system, messages = to_converse(request.messages, thinking=budget is not None)
         body: dict[str, Any] = {"messages": messages}
         if system:
             body["system"] = system
         inference: dict[str, Any] = {}
-        max_tokens = request.max_tokens or model.max_tokens
         if max_tokens:
             inference["maxTokens"] = max_tokens
-        if model.temperature is not None:
-            inference["temperature"] = model.temperature
+        if budget is None:  # Claude takes no temperature or top_p while it thinks
+            if model.temperature is not None:
+                inference["temperature"] = model.temperature
+            if model.top_p is not None:
+                inference["topP"] = model.top_p
         if inference:
             body["inferenceConfig"] = inference
-        tools = to_tool_config(request.tools)
+        if budget is not None:
+            fields: dict[str, Any] = {"thinking": {"type": "enabled", "budget_tokens": budget}}
+            if interleaved(request):
+                fields["anthropic_beta"] = [INTERLEAVED_BETA]
+            body["additionalModelRequestFields"] = fields
+        specs = request.tools
+        if output is not None:
+            specs = (*specs, output_tool(output))
+        tools = to_tool_config(specs)
+        if tools and output is not None:
+            forced = forced_choice(output, request.tools)
+            tools["toolChoice"] = {"tool": {"name": forced}} if forced else {"any": {}}
         if tools:
             body["toolConfig"] = tools
         return json.dumps(body).encode()
@@ -249,7 +272,10 @@ class BedrockProvider:
             await response.aclose()
         if not state.stopped:
             raise ModelStreamMalformed(f"{ref}: the stream ended before messageStop")
-        return state.asm.response()
+        answer = state.asm.response()
+        if request.structured_output is not None:
+            return await take_output(answer, request.structured_output, on_delta)
+        return answer
 
     def _http_failure(self, response: httpx2.Response, ref: str) -> ModelError | Retryable:
         kind = response.headers.get("x-amzn-errortype", "").split(":")[0]
@@ -331,9 +357,9 @@ class _State:
                 if "text" in delta:
                     await asm.forward(TextDelta(str(delta["text"])))
                 elif "reasoningContent" in delta:
-                    await asm.forward(
-                        ReasoningDelta(str(delta["reasoningContent"].get("text", "")))
-                    )
+                    reasoning = delta["reasoningContent"]
+                    asm.signature += str(reasoning.get("signature", ""))
+                    await asm.forward(ReasoningDelta(str(reasoning.get("text", ""))))
                 elif "toolUse" in delta:
                     asm.tool_fragment(
                         int(payload["contentBlockIndex"]), arguments=str(delta["toolUse"]["input"])

@@ -117,10 +117,7 @@ API_TYPES: Mapping[str, Api] = {
 }
 """``api_type`` values a custom provider (or a model's ``provider_opts.api_type``) may name."""
 
-API_TYPE_NOTES: Mapping[str, str] = {
-    "openai_responses": "greenroom calls the Chat Completions API of this endpoint, "
-    "not the Responses API",
-}
+API_TYPE_NOTES: Mapping[str, str] = {}
 """What greenroom does differently for some ``api_type`` values (reported by validate)."""
 
 DEFAULT_API_TYPE = "openai_chatcompletions"

@@ -94,10 +94,16 @@ def make_provider(
 def _openai_compatible(
     config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str], clients: ModelClients | None
 ) -> Provider:
+    cls = OpenAIProvider
+    api_type = config.api_type or config.provider_opts.get("api_type", "")
+    if api_type == "openai_responses":
+        from ._responses_provider import ResponsesProvider
+
+        cls = ResponsesProvider
     if config.api_type or vendor is None or vendor.name == "openai":
         # ``openai`` and custom providers: a custom endpoint (the model's or OPENAI_BASE_URL)
         # without a token_key may run without a key.
-        return OpenAIProvider(config, env=env, clients=clients)
+        return cls(config, env=env, clients=clients)
     base_url = config.base_url or vendor.base_url
     if vendor.name == "dmr" and not base_url:
         base_url = _dmr_url(env)
@@ -110,7 +116,7 @@ def _openai_compatible(
     config = attrs.evolve(
         config, base_url=expand_env(base_url, env, what=f"model {config.name!r} base_url")
     )
-    provider = OpenAIProvider(
+    provider = cls(
         config,
         env=env,
         clients=clients,

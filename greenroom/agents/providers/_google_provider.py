@@ -26,14 +26,16 @@ from google.genai import errors as genai_errors, types
 from greenroom.domain import Usage
 from greenroom.errors import ModelError, ModelKeyMissing, ModelStreamMalformed
 
-from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
+from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta, thaw
 from ._clients import ModelClients, lease
 from ._google_messages import to_gemini, to_gemini_tools
+from ._reasoning import gemini_thinking
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
     Retryable,
     connection_failure,
+    for_request,
     status_failure,
     transport_failure,
     with_retries,
@@ -111,9 +113,8 @@ class GoogleProvider:
         """
         key = self._key(request.model.ref)
         async with lease(self._clients, lambda c: c.google(self.base_url, key)) as client:
-            return await with_retries(
-                self.backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: genai.Client, request: ModelRequest, on_delta: OnDelta
@@ -161,12 +162,20 @@ class GoogleProvider:
         model = request.model
         system, contents = to_gemini(request.messages)
         tools = to_gemini_tools(request.tools)
+        thinking = gemini_thinking(request)
+        output = request.structured_output
         config = types.GenerateContentConfig(
             system_instruction=system or None,
             tools=list(tools) or None,
             temperature=model.temperature,
+            top_p=model.top_p,
+            frequency_penalty=model.frequency_penalty,
+            presence_penalty=model.presence_penalty,
             max_output_tokens=request.max_tokens or model.max_tokens,
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            thinking_config=types.ThinkingConfig(**thinking) if thinking else None,
+            response_mime_type="application/json" if output is not None else None,
+            response_json_schema=thaw(output.schema) if output is not None else None,
         )
         with idle_limit(self.idle, model.ref):
             return await client.aio.models.generate_content_stream(

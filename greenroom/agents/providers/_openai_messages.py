@@ -19,7 +19,7 @@ from openai.types.chat.chat_completion_content_part_image_param import ImageURL
 
 from greenroom.domain import ChatMessage, MessagePart
 
-from ._base import ToolSpec
+from ._base import ModelConfig, StructuredOutput, ToolSpec, thaw
 
 
 def to_openai_messages(messages: Iterable[ChatMessage]) -> list[ChatCompletionMessageParam]:
@@ -75,3 +75,26 @@ def _parts(parts: Iterable[MessagePart]) -> list[ChatCompletionContentPartParam]
         else:
             out.append({"type": "text", "text": part.text})
     return out
+
+
+def sampling(model: ModelConfig) -> dict[str, float]:
+    """The sampling settings a model sets (temperature, top_p, penalties)."""
+    values = {
+        "temperature": model.temperature,
+        "top_p": model.top_p,
+        "frequency_penalty": model.frequency_penalty,
+        "presence_penalty": model.presence_penalty,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def response_format(output: StructuredOutput) -> dict[str, Any]:
+    """Chat Completions' ``response_format`` for an agent's ``structured_output``."""
+    schema: dict[str, Any] = {
+        "name": output.name,
+        "schema": thaw(output.schema),
+        "strict": output.strict,
+    }
+    if output.description:
+        schema["description"] = output.description
+    return {"type": "json_schema", "json_schema": schema}

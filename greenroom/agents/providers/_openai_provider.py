@@ -28,13 +28,15 @@ from greenroom.errors import ModelError, ModelStreamMalformed
 from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
 from ._clients import ModelClients, lease
 from ._keys import read_key
-from ._openai_messages import to_openai_messages, to_openai_tools
+from ._openai_messages import response_format, sampling, to_openai_messages, to_openai_tools
 from ._openai_stream import Chunk, ChunkReader, ChunkUsage, StreamMalformed
+from ._reasoning import openai_effort
 from ._retry import (
     DEFAULT_BACKOFF,
     Backoff,
     Retryable,
     connection_failure,
+    for_request,
     status_failure,
     transport_failure,
     with_retries,
@@ -117,9 +119,8 @@ class OpenAIProvider:
         ref = request.model.ref
         key = read_key(self._env, self.key_var, required=self.require_key, ref=ref)
         async with lease(self._clients, lambda c: c.openai(self.base_url, key)) as client:
-            return await with_retries(
-                self.backoff, lambda: self._attempt(client, request, on_delta)
-            )
+            backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
+            return await with_retries(backoff, lambda: self._attempt(client, request, on_delta))
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: ModelRequest, on_delta: OnDelta
@@ -168,13 +169,19 @@ class OpenAIProvider:
             "model": model.model,
             "messages": to_openai_messages(request.messages),
             "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream_options": {"include_usage": model.track_usage is not False},
         }
         tools = to_openai_tools(request.tools)
         if tools:
             body["tools"] = tools
-        if model.temperature is not None:
-            body["temperature"] = model.temperature
+            if model.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = model.parallel_tool_calls
+        body.update(sampling(model))
+        effort = openai_effort(request)
+        if effort:
+            body["reasoning_effort"] = effort
+        if request.structured_output is not None:
+            body["response_format"] = response_format(request.structured_output)
         if max_tokens:
             # The official API wants max_completion_tokens (o-series refuse max_tokens);
             # compatible servers mostly know only max_tokens.

@@ -35,12 +35,22 @@ class Backoff:
     attempts: int = 3
     base: float = 0.5
     cap: float = 8.0
+    retry_rate_limited: bool = True
+    """False: a rate limit fails at once (a fallback model is tried instead)."""
 
     def delay(self, retry: int) -> float:
         return min(self.cap, self.base * 2.0**retry)
 
 
 DEFAULT_BACKOFF = Backoff()
+
+
+def for_request(backoff: Backoff, retries: int | None, retry_rate_limited: bool) -> Backoff:
+    """``backoff`` with a request's overrides (an agent's ``fallback.retries``; -1: none)."""
+    if retries is None and retry_rate_limited:
+        return backoff
+    attempts = backoff.attempts if retries is None else 1 + max(retries, 0)
+    return attrs.evolve(backoff, attempts=attempts, retry_rate_limited=retry_rate_limited)
 
 
 class Retryable(Exception):
@@ -62,6 +72,9 @@ async def with_retries(backoff: Backoff, attempt: Callable[[], Awaitable[T]]) ->
         try:
             return await attempt()
         except Retryable as failure:
+            limited = isinstance(failure.error, ModelRateLimited)
+            if limited and not backoff.retry_rate_limited:
+                raise failure.error from failure.__cause__
             if retry + 1 >= backoff.attempts:
                 error = failure.error
                 tries = f"{retry + 1} attempt" + ("s" if retry else "")

@@ -47,6 +47,7 @@ class StreamAssembly:
         self.usage = Usage()
         self.stop_reason = ""
         self.model = ""
+        self.signature = ""
 
     async def text(self, fragment: str) -> None:
         if fragment:
@@ -102,6 +103,7 @@ class StreamAssembly:
             usage=self.usage,
             stop_reason=self.stop_reason or default_stop,
             model=self.model,
+            thinking_signature=self.signature,
         )
 
 
