@@ -214,8 +214,8 @@ def main() -> None:
     print(f"| step | CPU s (median of {args.repeat}) | wall s |")
     print("|---|---:|---:|")
     for name, (cpus, walls) in rows.items():
-        wall = f"{median(walls):.2f}" if any(walls) else "-"
-        print(f"| {name} | {median(cpus):.2f} | {wall} |")
+        shown = f"{median(walls):.2f}" if any(walls) else "-"
+        print(f"| {name} | {median(cpus):.2f} | {shown} |")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ loaded by name on first access, and :func:`make_provider` loads a provider's mod
 SDK) the first time a model of that API is made (about half a second to two seconds, once).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._base import (
     Delta as Delta,
@@ -45,7 +45,7 @@ from ._scripted import (
     script_from_data as script_from_data,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._anthropic_provider import AnthropicProvider as AnthropicProvider
     from ._bedrock_provider import BedrockProvider as BedrockProvider
     from ._google_provider import GoogleProvider as GoogleProvider
@@ -60,13 +60,13 @@ _LAZY = {
 """The SDK-backed provider classes: imported on first access (each pulls in its SDK)."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    from importlib import import_module
 
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(import_module(module, __name__), name)
     globals()[name] = value
     return value
 
