@@ -85,4 +85,4 @@ def test_the_lazy_provider_classes_resolve() -> None:
     assert providers.OpenAIProvider.__name__ == "OpenAIProvider"
     assert "GoogleProvider" in dir(providers)
     with pytest.raises(AttributeError):
-        _ = providers.NoSuchProvider  # type: ignore[attr-defined]
+        _ = providers.NoSuchProvider
