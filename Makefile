@@ -33,7 +33,7 @@ venv:
 $(RUN_STAMP): pyproject.toml | venv
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $(RUN_STAMP); exit 0; fi; \
 	echo "greenroom: [2/3] installing greenroom and its runtime dependencies into $(VENV)"; \
-	$(PIP) install --progress-bar off -e . 2>&1 | $(PIP_LINES) || $(PIP_FAILED); \
+	$(PIP) install --progress-bar off --no-compile -e . 2>&1 | $(PIP_LINES) || $(PIP_FAILED); \
 	touch $(RUN_STAMP); \
 	echo "greenroom: [3/3] installed; $$($(BIN)/greenroom --version)"
 
