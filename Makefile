@@ -12,6 +12,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 # Everything pip says goes to $(PIP_LOG), shown in full when it fails.
 PIP_LOG := $(VENV)/pip-install.log
 PIP_LINES := tee $(PIP_LOG) | sed -u -n -e 's/^Collecting \([^ ]*\).*/  fetching \1/p' \
+	-e 's|^Processing .*/\([^/ ]*\)\.whl.*|  fetching \1|p' \
 	-e 's/^Installing collected packages:.*/  installing.../p' -e 's/^Successfully installed.*/  done/p'
 PIP_FAILED := { echo "greenroom: pip failed; its output ($(PIP_LOG)):"; tail -n 40 $(PIP_LOG); exit 1; }
 SHELL := /bin/bash

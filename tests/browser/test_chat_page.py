@@ -16,9 +16,10 @@ from playwright.sync_api import Page, expect
 
 from greenroom.testing import ScriptedAgent, Tool, ToolCallContext, open_greenroom
 from tests.browser.support import ARTIFACTS, BrowserThread, open_page
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 def turn_over(page: Page) -> None:

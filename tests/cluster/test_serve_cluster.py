@@ -19,8 +19,9 @@ from greenroom.domain import Session
 from greenroom.persistence import MemoryStore
 from greenroom.serve import ServeConfig, serve
 from tests.cluster.fake_cluster import FakeCluster, NodeView
+from tests.slowness import slow
 
-DEADLINE = 30
+DEADLINE = slow(30)
 
 
 def node_config(node_id: str) -> ServeConfig:

@@ -17,9 +17,10 @@ from greenroom.agents import ElicitationAnswer
 from greenroom.agents.mcp import McpServer, StdioSpec
 from greenroom.domain import Warning
 from tests.mcp.support import QUICK, FakeHost, alive, new_server, server_spec, until
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 async def test_tools_are_listed_with_their_hints_and_calls_answer() -> None:
