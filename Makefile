@@ -61,6 +61,12 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# By hand: the whole suite RUNS times (3) beside two CPU-burning processes, every real-clock
+# wait scaled by SLOWNESS (4; see tests/slowness.py).
+test-under-load: $(STAMP)
+	$(BIN)/python -m tests.under_load --runs $(or $(RUNS),3) --slowness $(or $(SLOWNESS),4) \
+		$(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
 bench: $(STAMP) $(PEERS_STAMP)  # by hand, ~15 minutes; figures go into docs/benchmarks.md
 	$(BIN)/python bench/side_by_side.py $(ARGS)
 
