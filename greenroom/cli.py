@@ -354,12 +354,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_config(cfg)
         check_port_free(cfg.host, cfg.port)
+        check_agent_files(cfg.agent_paths)
     except GreenroomError as exc:
         print(f"greenroom: {exc}", file=sys.stderr)
         return 2
     from greenroom.serve import run
 
     return run(cfg)
+
+
+def check_agent_files(paths: Sequence[str]) -> None:
+    """Load every agent file named, so that a bad one is reported before the server loads (the
+    server loads them again, and reports what they ask that it will not do).
+
+    Raises:
+        AgentConfigError: a file is missing or wrong (``file:line: path: what``).
+    """
+    if not paths:
+        return
+    from greenroom.agents import AgentSources
+
+    sources = AgentSources.from_paths(paths)
+    for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
+        sources.get(key)
 
 
 def check_port_free(host: str, port: int) -> None:

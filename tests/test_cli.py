@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,17 @@ def test_a_bad_option_combination_is_refused_before_the_server_loads(
     assert main(["serve", "--host", "0.0.0.0", "--port", "0", "--db", ":memory:"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("greenroom: ") and err.count("\n") == 1
+
+
+def test_a_bad_agent_file_is_refused_before_the_server_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def fake_run(cfg: ServeConfig) -> int:
+        raise AssertionError("the server must not start")
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [\n")
+    assert main(["serve", str(bad), "--port", "0", "--db", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"greenroom: {bad}:2: ") and err.count("\n") == 1
