@@ -255,7 +255,7 @@ async def test_decisions_round_trip_over_http_and_websocket(tmp_path: Path) -> N
                 async with http.stream("POST", path, json=user("go")) as response:
                     assert response.status_code == 200
             with trio.fail_after(slow(30)):
-                for _ in range(600):
+                for _ in range(round(slow(600))):
                     if len(side_effect_lines(files.side_effects)) == len(sessions):
                         break
                     await trio.sleep(0.05)  # real clock: until every tool has started

@@ -21,6 +21,7 @@ from playwright.sync_api import (
 from tests.slowness import slow
 
 CHROMIUM = "/usr/bin/chromium"
+expect.set_options(timeout=slow(5_000))  # Playwright's own default, scaled
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
 T = TypeVar("T")
 
@@ -60,7 +61,7 @@ class BrowserThread:
             viewport={"width": 1000, "height": 700},
             color_scheme=scheme,  # type: ignore[arg-type]
         )
-        context.set_default_timeout(10_000)
+        context.set_default_timeout(slow(10_000))
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))

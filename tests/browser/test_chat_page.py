@@ -606,7 +606,7 @@ async def test_a_restarted_log_is_followed(browser: BrowserThread) -> None:
 
             async def drop_until_retired() -> None:
                 gr.drop_connections()
-                for _ in range(200):
+                for _ in range(round(slow(200))):
                     if not gr.registry.live_ids():
                         return
                     await trio.sleep(0.05)  # real clock: the idle timeout runs out
