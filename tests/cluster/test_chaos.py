@@ -171,4 +171,4 @@ async def quiesce(nodes: Cluster) -> None:
             node.proxy.resume()
         if not node.running:
             await nodes.start(name)
-    await trio.sleep(2 * nodes.ttl)  # real clock: stale leases expire, sweepers run
+    await trio.sleep(slow(2 * nodes.ttl))  # real clock: stale leases expire, sweepers run
