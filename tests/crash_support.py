@@ -34,7 +34,7 @@ from tests.agents import fake_openai as fo
 from tests.agents.fake_sse import Recorded, Reply
 from tests.slowness import slow
 
-STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
+STARTUP = slow(60)  # a child server's start, on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 RECOVERY = re.compile(r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
 KEY_VAR = "GREENROOM_CRASH_TEST_KEY"

@@ -31,9 +31,9 @@ from tests.cluster._proxy import Proxy
 from tests.crash_support import ServerFiles
 from tests.slowness import slow
 
-TTL = 3.0  # seconds: the node lease
-RENEW = 0.5  # seconds between renewals
-STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
+TTL = slow(3.0)  # seconds: the node lease (a loaded machine renews late)
+RENEW = slow(0.5)  # seconds between renewals
+STARTUP = slow(60)  # a child server's start, on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 
 

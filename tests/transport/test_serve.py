@@ -35,7 +35,7 @@ from tests.transport.support import (
 
 pytestmark = pytest.mark.slow
 
-STARTUP = 60  # importing the model SDKs takes a few seconds on a slow machine
+STARTUP = slow(60)  # a child server's start, on a slow machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:(\d+))")
 
 
