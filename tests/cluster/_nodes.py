@@ -175,7 +175,7 @@ async def _listening(node: Node) -> str:
             # /ready: the database answers and the lease is held. (On a loaded machine a node
             # may fence itself while it starts: the loop was blocked past the ttl after its
             # join. It rejoins at its next renewal; tests start once it has.)
-            for _ in range(STARTUP * 20):
+            for _ in range(round(STARTUP * 20)):
                 if (await http.get("/ready")).status_code == 200:
                     break
                 await trio.sleep(0.05)  # real clock: not ready yet

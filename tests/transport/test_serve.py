@@ -254,7 +254,7 @@ async def test_start_up_says_where_things_are(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     async with serve(tmp_path, "--db", str(db)) as server:
         with trio.fail_after(STARTUP):
-            for _ in range(STARTUP * 20):
+            for _ in range(round(STARTUP * 20)):
                 if b"recovery:" in server.stdout:
                     break
                 await trio.sleep(0.05)  # real clock: the summary follows the listening line
