@@ -23,7 +23,9 @@ from greenroom.domain import Event
 from tests.slowness import slow
 
 SERVER = Path(__file__).with_name("stdio_server.py")
-QUICK = McpSettings(start_timeout=20.0, call_timeout=20.0, restart_backoff=(0.05, 0.1, 0.2))
+QUICK = McpSettings(
+    start_timeout=slow(20.0), call_timeout=slow(20.0), restart_backoff=(0.05, 0.1, 0.2)
+)
 
 
 def server_spec(

@@ -174,7 +174,7 @@ async def test_a_server_that_never_initializes_is_left_behind_and_killed_at_stop
     tmp_path,
 ) -> None:
     record = tmp_path / "record.jsonl"
-    settings = attrs.evolve(QUICK, start_timeout=1.0)
+    settings = attrs.evolve(QUICK, start_timeout=slow(1.0))  # the server never answers
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
             server = new_server(
