@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import math
 import os
 import re
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from greenroom import __version__
 
@@ -34,8 +38,42 @@ def count(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535; 0 = any free port)")
+    return value
+
+
+def seconds(*, zero: bool) -> Callable[[str], float]:
+    """A number of seconds: positive, or also 0 when ``zero``."""
+    least = "0 or more" if zero else "more than 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds ({least})")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad input is one line naming the flag and what it takes (exit 2), not the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="greenroom", description="An agent session server (docker-agent compatible API)."
     )
     parser.add_argument("--version", action="version", version=f"greenroom {__version__}")
@@ -49,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="agent YAML files or directories (default: the bundled example agent)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
+    serve.add_argument("--port", type=port, default=8080, help="port (0 = any free port)")
     serve.add_argument(
         "--db",
         default=os.environ.get("GREENROOM_DB", ""),
@@ -73,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--lease-ttl",
-        type=float,
+        type=seconds(zero=False),
         default=10.0,
         metavar="SECONDS",
         help="a node that has not renewed its lease for this long loses its sessions to the "
@@ -81,14 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--lease-renew",
-        type=float,
+        type=seconds(zero=True),
         default=0.0,
         metavar="SECONDS",
         help="how often the lease is renewed (PostgreSQL only; default: a third of --lease-ttl)",
     )
     serve.add_argument(
         "--drain-timeout",
-        type=float,
+        type=seconds(zero=True),
         default=None,
         metavar="SECONDS",
         help="on SIGTERM or Ctrl-C, stop being ready and let running turns finish for up to "
@@ -122,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--keep-alive-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=5.0,
         metavar="SECONDS",
         help="close idle connections, and connections that have not sent their request "
@@ -130,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-connections-per-client",
-        type=int,
+        type=count,
         default=128,
         metavar="N",
         help="open requests, streams and WebSockets allowed per client address "
@@ -164,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--confirmation-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=None,
         metavar="SECONDS",
         help="reject a tool call nobody approved within SECONDS (default: wait)",
@@ -194,14 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--mcp-start-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=30.0,
         metavar="SECONDS",
         help="how long a turn waits for an MCP server to start (default 30)",
     )
     serve.add_argument(
         "--mcp-call-timeout",
-        type=float,
+        type=seconds(zero=False),
         default=300.0,
         metavar="SECONDS",
         help="an MCP tool call that takes longer is a tool error (default 300)",
@@ -285,8 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The options and their checks only: a bad option or a port in use is reported before the
+    # server's modules load (about a second of CPU).
+    from greenroom.errors import GreenroomError
     from greenroom.persistence import RetentionPolicy
-    from greenroom.serve import ServeConfig, run
+    from greenroom.serve import ServeConfig, check_config
 
     retention = RetentionPolicy(args.retain_deltas or None, args.retain_deltas_per_session or None)
 
@@ -319,7 +360,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_renew=args.lease_renew,
         drain_timeout=args.drain_timeout,
     )
+    try:
+        check_config(cfg)
+        check_port_free(cfg.host, cfg.port)
+        check_agent_files(cfg.agent_paths)
+    except GreenroomError as exc:
+        print(f"greenroom: {exc}", file=sys.stderr)
+        return 2
+    from greenroom.serve import run
+
     return run(cfg)
+
+
+def check_agent_files(paths: Sequence[str]) -> None:
+    """Load every agent file named, so that a bad one is reported before the server loads (the
+    server loads them again, and reports what they ask that it will not do).
+
+    Raises:
+        AgentConfigError: a file is missing or wrong (``file:line: path: what``).
+    """
+    if not paths:
+        return
+    from greenroom.agents import AgentSources
+
+    sources = AgentSources.from_paths(paths)
+    for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
+        sources.get(key)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse at once a port another process listens on (the server binds it again later;
+    this probe only makes the common mistake fast to report).
+
+    Raises:
+        ConfigError: ``host:port`` cannot be bound.
+    """
+    from greenroom.errors import ConfigError
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # the server reports a host it cannot resolve
+    family, _, _, _, address = infos[0]
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as hypercorn binds
+            probe.bind(address)
+    except OSError as exc:
+        why = "it is in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {why} (choose another --port, or 0 for any)"
+        ) from None
 
 
 def nodes_main(args: argparse.Namespace) -> int:

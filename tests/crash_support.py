@@ -32,8 +32,9 @@ import trio
 
 from tests.agents import fake_openai as fo
 from tests.agents.fake_sse import Recorded, Reply
+from tests.slowness import slow
 
-STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
+STARTUP = slow(60)  # a child server's start, on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 RECOVERY = re.compile(r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
 KEY_VAR = "GREENROOM_CRASH_TEST_KEY"
@@ -151,13 +152,13 @@ class Server:
         """SIGKILL: no shutdown code runs."""
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGKILL)
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             await self.process.wait()
         await self._close()
 
     async def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             code = await self.process.wait()
         await self._close()
         return code
@@ -245,7 +246,7 @@ async def start_server(files: ServerFiles) -> Server:
 @asynccontextmanager
 async def client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
     limits = httpx.Limits(max_connections=300, max_keepalive_connections=50)
-    async with httpx.AsyncClient(base_url=server.url, timeout=30, limits=limits) as http:
+    async with httpx.AsyncClient(base_url=server.url, timeout=slow(30), limits=limits) as http:
         yield http
 
 

@@ -40,6 +40,7 @@ from greenroom.domain import (
     Summary,
 )
 from greenroom.errors import AgentNotFound, QueueFull
+from tests.slowness import slow
 
 
 class FakeRuntime:
@@ -241,9 +242,9 @@ def user(text: str) -> ChatMessage:
 async def collect(sub: Subscription, *, limit: int = 10_000) -> tuple[list[LogEntry], bool]:
     """Entries of ``sub`` until it ends (True) or is quiet for a virtual second (False)."""
     entries: list[LogEntry] = []
-    with trio.fail_after(60):
+    with trio.fail_after(slow(60)):
         for _ in range(limit):
-            with trio.move_on_after(1):
+            with trio.move_on_after(slow(1)):
                 try:
                     entries.append(await sub.__anext__())
                 except StopAsyncIteration:

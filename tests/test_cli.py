@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 
 import greenroom.serve
@@ -23,3 +26,76 @@ def test_no_titles_turns_titles_off(
     assert main(["serve", "--port", "0", *flags, "--log-level", "warning"]) == 0
     (cfg,) = seen
     assert cfg.titles is titles
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--port", "70000"], "--port: '70000' is not a port (0 to 65535"),
+        (["--port", "-1"], "--port: '-1' is not a port (0 to 65535"),
+        (["--port", "http"], "--port: 'http' is not a port"),
+        (["--lease-ttl", "0"], "--lease-ttl: '0' is not a number of seconds (more than 0)"),
+        (["--drain-timeout", "-1"], "--drain-timeout: '-1' is not a number of seconds (0 or"),
+        (["--keep-alive-timeout", "inf"], "--keep-alive-timeout: 'inf' is not a number"),
+        (["--mcp-call-timeout", "nan"], "--mcp-call-timeout: 'nan' is not a number"),
+        (["--max-connections-per-client", "-3"], "--max-connections-per-client: '-3' is not"),
+        (["--retain-deltas", "soon"], "--retain-deltas: 'soon' is not a duration"),
+    ],
+)
+def test_a_bad_flag_value_is_one_line_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", *flags])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("greenroom serve: error: argument ")
+    assert named in err
+
+
+def test_a_port_in_use_is_refused_before_the_server_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fake_run(cfg: ServeConfig) -> int:
+        raise AssertionError("the server must not start")
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert main(["serve", "--port", str(busy), "--db", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"greenroom: cannot listen on 127.0.0.1:{busy}: it is in use "
+        "(choose another --port, or 0 for any)\n"
+    )
+
+
+def test_a_bad_option_combination_is_refused_before_the_server_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fake_run(cfg: ServeConfig) -> int:
+        raise AssertionError("the server must not start")
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0", "--db", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("greenroom: ") and err.count("\n") == 1
+
+
+def test_a_bad_agent_file_is_refused_before_the_server_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def fake_run(cfg: ServeConfig) -> int:
+        raise AssertionError("the server must not start")
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [\n")
+    assert main(["serve", str(bad), "--port", "0", "--db", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"greenroom: {bad}:2: ") and err.count("\n") == 1

@@ -48,6 +48,7 @@ from tests.crash_support import (
     start_server,
     user,
 )
+from tests.slowness import slow
 from tests.transport.support import WSClient, close_transport
 
 pytestmark = pytest.mark.slow
@@ -56,7 +57,7 @@ CYCLES = int(os.environ.get("GREENROOM_CRASH_CYCLES", "20"))
 SEED = int(os.environ.get("GREENROOM_CRASH_SEED", str(random.randrange(1_000_000))))
 SESSIONS = 50
 DELETES_PER_CYCLE = 2
-CYCLE_BUDGET = 90  # seconds one cycle may take (a busy 2-core machine)
+CYCLE_BUDGET = slow(90)  # seconds one cycle may take (a busy 2-core machine)
 
 
 @attrs.define
@@ -134,7 +135,7 @@ async def resume_watchers(harness: Harness, http: httpx.AsyncClient, nursery: tr
     for session_id, watcher in harness.watchers.items():
         watcher.expect(harness.heads.get(session_id, 0))
         nursery.start_soon(watcher.watch, http)
-    with trio.fail_after(30):
+    with trio.fail_after(slow(30)):
         for watcher in harness.watchers.values():
             await watcher.caught_up.wait()
     for watcher in harness.watchers.values():
@@ -253,8 +254,8 @@ async def test_decisions_round_trip_over_http_and_websocket(tmp_path: Path) -> N
                 path = f"/api/sessions/{session_id}/agent/crash?on_disconnect=continue"
                 async with http.stream("POST", path, json=user("go")) as response:
                     assert response.status_code == 200
-            with trio.fail_after(30):
-                for _ in range(600):
+            with trio.fail_after(slow(30)):
+                for _ in range(round(slow(600))):
                     if len(side_effect_lines(files.side_effects)) == len(sessions):
                         break
                     await trio.sleep(0.05)  # real clock: until every tool has started

@@ -29,12 +29,13 @@ from greenroom.serve import ServeConfig, serve
 from tests.agents import fake_anthropic as fa, fake_openai as fo
 from tests.agents.fake_sse import FakeSSEServer
 from tests.fakes import without_timestamp
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
 
 KEY_VAR = "GREENROOM_E2E_TEST_KEY"  # a variable no real setup uses
 KEY = "sk-e2e-test"
-DEADLINE = 30  # seconds (real clock) per test; a turn takes < 1 s, `validate` a few (SDK imports)
+DEADLINE = slow(30)  # seconds (real clock) per test; a turn takes < 1 s
 
 
 # --- the server under test ------------------------------------------------------------------
@@ -54,7 +55,7 @@ async def serving(agent_file: Path, db: Path, **options: Any) -> AsyncIterator[R
             agent_paths=(str(agent_file),), port=0, db=str(db), graceful_timeout=1, **options
         )
         url: str = await nursery.start(serve, cfg)
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=slow(10)) as client:
             yield Running(client, url)
         nursery.cancel_scope.cancel()
 
@@ -176,7 +177,7 @@ async def get_session(client: httpx.AsyncClient, session_id: str) -> dict[str, A
 
 async def wait_for_title(client: httpx.AsyncClient, session_id: str) -> dict[str, Any]:
     """The session once its title task has set a title (polled, bounded)."""
-    with trio.fail_after(5):
+    with trio.fail_after(slow(5)):
         while True:
             session = await get_session(client, session_id)
             if session["title"]:

@@ -45,6 +45,7 @@ from greenroom.persistence import (
     open_sqlite_store,
 )
 from greenroom.persistence.postgres import PostgresStore
+from tests.slowness import slow
 
 from .pg import postgres_store
 
@@ -67,7 +68,7 @@ class Commits:
         self._changed = trio.Event()
 
     async def until(self, session_id: str, seq: int = 0, *, failed: bool = False) -> None:
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             while not (
                 (failed and session_id in self.failed)
                 or (not failed and self.heads.get(session_id, 0) >= seq)

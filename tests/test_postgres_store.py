@@ -28,6 +28,7 @@ from greenroom.errors import (
 from greenroom.persistence import Lease
 from greenroom.persistence._pg_fence import notify, parse_notify
 from greenroom.persistence.postgres import PostgresStore, open_postgres_store
+from tests.slowness import slow
 
 from .pg import database, node, run_sql
 from .test_event_store_contract import Commits, append, new_session, row
@@ -248,7 +249,7 @@ async def test_a_short_lease_runs_out_on_the_database_clock() -> None:
         await one.ownership.claim(sid)
         with pytest.raises(OwnedElsewhere):
             await two.ownership.claim(sid)
-        with trio.fail_after(5):
+        with trio.fail_after(slow(5)):
             while True:
                 try:
                     await two.ownership.claim(sid)
@@ -323,7 +324,7 @@ async def test_an_owner_batch_committing_first_is_seen_by_the_takeover() -> None
 
 async def wait_for_lock_wait(dsn: str, node_id: str, *, present: bool = True) -> None:
     """Until node_id's writer waits on a lock (present), or runs its pg_sleep (not present)."""
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         while True:
             rows = await run_sql(
                 dsn,
@@ -367,7 +368,7 @@ async def test_a_takeover_committing_first_fences_the_owner_batch() -> None:
 
 
 async def next_update(store: PostgresStore) -> tuple[str, int]:
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         return await store.bus.updates().__anext__()
 
 
@@ -388,7 +389,7 @@ async def test_the_bus_reconnects_after_its_connection_is_killed() -> None:
     async with database() as dsn, node(dsn, "n1") as one, node(dsn, "n2") as two:
         await two.bus.listening()
         assert await kill(dsn, "listen", "n2") == 1
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             while True:
                 if two.bus.connects == 2:
                     break
@@ -476,7 +477,7 @@ async def test_a_turn_run_by_an_actor_is_in_the_log_for_every_node() -> None:
     runtime = FakeRuntime(script=[STARTED, AgentChoice("hel"), AgentChoice("lo"), STOPPED])
     async with database() as dsn, node(dsn, "n1") as one, node(dsn, "n2") as two:
         await two.bus.listening()
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with open_registry(one, FakeFactory(runtime)) as registry:
                 sid = (await registry.create(Session.new(title="pg"))).id
                 await drain(await registry.session(sid).run("agent", (user("hi"),)))

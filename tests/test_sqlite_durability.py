@@ -20,6 +20,7 @@ import trio
 
 from greenroom.domain import Message
 from greenroom.persistence import open_sqlite_store
+from tests.slowness import slow
 
 CHILD = Path(__file__).with_name("_store_child.py")
 PRODUCERS = 8
@@ -52,7 +53,7 @@ async def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     command = [sys.executable, str(CHILD), "append", str(path), str(PRODUCERS)]
     command.append(str(LIMIT_PER_PRODUCER))
     output = b""
-    with trio.fail_after(60):
+    with trio.fail_after(slow(60)):
         async with trio.open_nursery() as nursery:
             run = partial(trio.run_process, command, stdout=subprocess.PIPE, check=False)
             process: trio.Process = await nursery.start(run)

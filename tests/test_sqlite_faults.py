@@ -35,6 +35,7 @@ from greenroom.errors import (
 )
 from greenroom.persistence import open_sqlite_store
 from greenroom.persistence._sqlite_open import APPLICATION_ID, migrations
+from tests.slowness import slow
 
 CHILD = Path(__file__).with_name("_store_child.py")
 
@@ -136,7 +137,7 @@ async def probe(path: Path) -> dict[str, Any]:
     ``chmod`` alone proves nothing in this process. The child, when root, gives up the
     capabilities that override file modes before it opens the store (see _store_child.py).
     """
-    with trio.fail_after(30):
+    with trio.fail_after(slow(30)):
         result = await trio.run_process(
             [sys.executable, str(CHILD), "probe", str(path)],
             capture_stdout=True,
@@ -248,7 +249,7 @@ async def read_line(stream: trio.abc.ReceiveStream) -> str:
 async def test_a_second_store_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     command = [sys.executable, str(CHILD), "hold", str(path)]
-    with trio.fail_after(30):
+    with trio.fail_after(slow(30)):
         async with trio.open_nursery() as nursery:
             run = partial(trio.run_process, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             process: trio.Process = await nursery.start(run)
@@ -327,7 +328,7 @@ async def test_a_failing_job_fails_alone_in_its_batch(tmp_path: Path) -> None:
         # Store methods give no way to hold the writer.)
         holder = Holder()
         batches = store.batches
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()
@@ -372,7 +373,7 @@ async def test_a_cancelled_caller_leaves_the_store_working(tmp_path: Path) -> No
     async with open_sqlite_store(tmp_path / "store.db") as store:
         session = await store.add_session(Session.new())
         holder = Holder()
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()
@@ -405,7 +406,7 @@ async def test_backpressure_and_closing_while_producers_wait(
             except StoreError as exc:
                 refused.append(exc)
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()

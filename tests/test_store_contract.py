@@ -41,6 +41,7 @@ from greenroom.errors import (
     UnstorableValue,
 )
 from greenroom.persistence import Store, open_memory_store, open_sqlite_store
+from tests.slowness import slow
 
 from .pg import postgres_store
 
@@ -623,7 +624,7 @@ async def test_concurrent_add_message_from_50_tasks(store: Store) -> None:
     async def add(n: int) -> None:
         ids[f"m{n}"] = await store.add_message("s", msg("user", f"m{n}"))
 
-    with trio.fail_after(30):
+    with trio.fail_after(slow(30)):
         async with trio.open_nursery() as nursery:
             for n in range(50):
                 nursery.start_soon(add, n)

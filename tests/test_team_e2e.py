@@ -31,9 +31,10 @@ from trio_websocket import open_websocket_url
 from greenroom.serve import ServeConfig, serve
 from tests.mcp.http_servers import AutoApprove, oauth_app, serving as serving_mcp
 from tests.mcp.support import SERVER
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 Decide = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -64,7 +65,7 @@ async def serving(
             data_dir=str(tmp_path / "data"), graceful_timeout=1,
         )  # fmt: skip
         url: str = await nursery.start(serve, cfg)
-        async with httpx.AsyncClient(base_url=url, timeout=20) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=slow(20)) as client:
             yield client, url
         nursery.cancel_scope.cancel()
 

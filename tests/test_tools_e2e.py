@@ -22,9 +22,10 @@ import trio
 from trio_websocket import open_websocket_url
 
 from greenroom.serve import ServeConfig, serve
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 30
+DEADLINE = slow(30)
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -94,7 +95,7 @@ async def serving(tmp_path: Path, turns: list[Any]) -> AsyncIterator[tuple[httpx
             data_dir=str(tmp_path / "data"), graceful_timeout=1,
         )  # fmt: skip
         url: str = await nursery.start(serve, cfg)
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=slow(10)) as client:
             yield client, url
         nursery.cancel_scope.cancel()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import attrs
 import trio
-from mcp.client.auth import OAuthFlowError
 
 from greenroom.errors import InvalidRequest, OAuthFlowNotFound
 
@@ -39,6 +38,8 @@ class OAuthFlows:
     def open(self, state: str) -> trio.MemoryReceiveChannel[Redirect]:
         """Register a flow for ``state``; its redirect arrives on the returned channel."""
         if len(self._waiting) >= self._limit:
+            from mcp.client.auth import OAuthFlowError  # the MCP SDK: only when refusing
+
             raise OAuthFlowError(f"too many OAuth flows waiting (at most {self._limit})")
         send, receive = trio.open_memory_channel[Redirect](1)
         self._waiting[state] = send

@@ -12,7 +12,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
@@ -22,7 +22,7 @@ import trio
 from greenroom.actors import RecoveryReport, Registry, open_registry, recover
 from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
-from greenroom.cluster import ClusterConfig, ClusterNode, redact_dsn, sweep_once
+from greenroom.cluster import redact_dsn
 from greenroom.errors import GreenroomError
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
@@ -38,6 +38,9 @@ from ._agents import SourcesCatalog, load_sources, runtime_factory
 from ._config import ServeConfig, check_config, default_db_path
 from ._http import HypercornConfig, hypercorn_config
 from ._store import open_store
+
+if TYPE_CHECKING:  # the cluster's modules load when a node joins one
+    from greenroom.cluster import ClusterNode
 
 log = logging.getLogger("greenroom")
 
@@ -134,6 +137,8 @@ async def _serve_cluster(
     """A cluster node: join (the lease keeper, the sweeper and the mirrors run beside the
     HTTP server), repair what dead nodes left running, then serve with forwarding."""
     cfg, persistence, registry = serving.cfg, serving.persistence, serving.registry
+    from greenroom.cluster import ClusterConfig, ClusterNode, sweep_once
+
     config = ClusterConfig(lease_ttl=cfg.lease_ttl, lease_renew=cfg.lease_renew)
     node = ClusterNode(persistence, registry, config)
     leave.append(node)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from quart import Response, request
@@ -13,7 +13,6 @@ from werkzeug.exceptions import HTTPException
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
-from greenroom.cluster import Mirrors
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
 
 from ._cross_site import check_bearer, check_json_content_type, check_request
@@ -25,6 +24,9 @@ from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
 from ._ws import register_websocket
+
+if TYPE_CHECKING:
+    from greenroom.cluster import Mirrors
 
 PUBLIC_PATHS = frozenset({"/health", "/ready"})
 BEARER_FREE_PATHS = frozenset(op.path for op in OPERATIONS if not op.bearer)

@@ -23,14 +23,16 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
-import httpx
 import trio
 
 from greenroom.actors import LogEntry
 from greenroom.errors import GreenroomError, OwnedElsewhere, OwnerUnavailable
+
+if TYPE_CHECKING:  # httpx is imported when a cluster node builds its Forwarder
+    import httpx
 
 T = TypeVar("T")
 HOP_HEADER = "Greenroom-Hop"
@@ -113,6 +115,8 @@ class Forwarder:
         self.lookup = lookup
         self.auth_token = auth_token
         self.answer_timeout = answer_timeout
+        import httpx
+
         limits = httpx.Limits(max_connections=MAX_PEER_CONNECTIONS)
         # The TCP connect alone has its own bound (a peer that drops SYNs is "down" soon);
         # everything else is bounded by the callers' trio deadlines.
@@ -172,6 +176,8 @@ class Forwarder:
         request = self._client.build_request(
             method, owner_url.rstrip("/") + target, headers=sent, content=body or None
         )
+        import httpx
+
         try:
             with trio.fail_after(self.answer_timeout):  # until the peer's response headers
                 response = await self._client.send(request, stream=True)

@@ -2,10 +2,12 @@
 
 The page needs no token to load (it asks for one and sends it with its API calls). Every file
 is served with a strict Content-Security-Policy (no inline script or style, same-origin
-connections only) and ``nosniff``; the files are read once, when the app is created.
+connections only) and ``nosniff``; the files are read once, on the page's first request.
 """
 
 from __future__ import annotations
+
+import functools
 
 from quart import Response
 from quart_trio import QuartTrio
@@ -40,10 +42,10 @@ def is_page_path(path: str) -> bool:
 
 
 def register_page(app: QuartTrio) -> None:
-    files = static_files()
+    files = functools.cache(static_files)
 
     def serve(name: str) -> Response:
-        found = files.get(name)
+        found = files().get(name)
         if found is None:
             body = b'{"message": "no such file", "code": "route_not_found"}'
             return Response(body, 404, content_type="application/json")

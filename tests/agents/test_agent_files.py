@@ -20,13 +20,14 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory
 from greenroom.agents._diagnose import DockerMcp, diagnose
 from greenroom.agents._validate import check_files
 from greenroom.domain import AgentInfo, ErrorEvent, Session
+from tests.slowness import slow
 
 from . import fake_anthropic, fake_bedrock, fake_gemini
 from .fake_openai import FakeOpenAI, error_reply, text_reply
 from .loop_support import FakeIO, start
 
 FILES = Path(__file__).parent / "agent_files"
-LIMIT = 15  # seconds (real clock) for any one test
+LIMIT = slow(15)  # seconds (real clock) for any one test
 
 
 @attrs.frozen

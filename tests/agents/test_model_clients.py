@@ -30,12 +30,13 @@ from greenroom.agents.providers import (
 )
 from greenroom.domain import ChatMessage
 from greenroom.errors import ModelError
+from tests.slowness import slow
 
 from . import fake_anthropic, fake_bedrock, fake_gemini
 from .fake_openai import FakeOpenAI, text_reply
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
-LIMIT = 20  # seconds (real clock) for any one test
+LIMIT = slow(20)  # seconds (real clock) for any one test
 TOKENS = [f" t{n}" for n in range(12)]
 HI = (ChatMessage(role="user", content="hi"),)
 

@@ -30,6 +30,7 @@ from greenroom.errors import (
     ModelStreamMalformed,
     ModelTimeout,
 )
+from tests.slowness import slow
 
 from .fake_anthropic import (
     FakeAnthropic,
@@ -47,7 +48,7 @@ from .provider_support import Deltas, cancel_once_streaming
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
-LIMIT = 10  # seconds (real clock) for any one test
+LIMIT = slow(10)  # seconds (real clock) for any one test
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from greenroom.errors import (
     ModelRateLimited,
     ModelStreamMalformed,
 )
+from tests.slowness import slow
 
 from .fake_bedrock import (
     FakeBedrock,
@@ -50,7 +51,7 @@ from .provider_support import Deltas, cancel_once_streaming
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 MODEL_ID = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret-example"}
-LIMIT = 10  # seconds (real clock) for any one test
+LIMIT = slow(10)  # seconds (real clock) for any one test
 
 
 @pytest.fixture

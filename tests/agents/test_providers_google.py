@@ -32,6 +32,7 @@ from greenroom.errors import (
     ModelRateLimited,
     ModelStreamMalformed,
 )
+from tests.slowness import slow
 
 from .fake_gemini import (
     FakeGemini,
@@ -47,7 +48,7 @@ from .provider_support import Deltas, cancel_once_streaming
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 ENV = {"GOOGLE_API_KEY": "g-key"}
-LIMIT = 10  # seconds (real clock) for any one test
+LIMIT = slow(10)  # seconds (real clock) for any one test
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from greenroom.errors import (
     ModelStreamMalformed,
     ModelTimeout,
 )
+from tests.slowness import slow
 
 from .fake_openai import (
     FakeOpenAI,
@@ -50,7 +51,7 @@ from .provider_support import Deltas, cancel_once_streaming
 
 FAST = Backoff(attempts=3, base=0.01, cap=0.02)
 ENV = {"OPENAI_API_KEY": "sk-test"}
-LIMIT = 10  # seconds (real clock) for any one test
+LIMIT = slow(10)  # seconds (real clock) for any one test
 
 
 @pytest.fixture

@@ -24,11 +24,12 @@ from greenroom.agents.providers._catalog import VENDORS, expand_env
 from greenroom.agents.providers._dmr import DmrProvider
 from greenroom.domain import ChatMessage
 from greenroom.errors import InvalidRequest, ModelKeyMissing
+from tests.slowness import slow
 
 from . import fake_anthropic
 from .fake_openai import FakeOpenAI, text_reply
 
-LIMIT = 10  # seconds (real clock) for any one test
+LIMIT = slow(10)  # seconds (real clock) for any one test
 
 
 @pytest.fixture

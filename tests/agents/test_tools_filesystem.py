@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from greenroom.agents import ToolContext, ToolsetConfig
 from greenroom.agents.tools import build_tools
 from greenroom.agents.tools._paths import Confinement, PathRefused
+from tests.slowness import slow
 
 
 def realpath(path: Path) -> Path:
@@ -220,7 +221,7 @@ async def test_post_edit_hook_runs_and_reports_failure(tmp_path: Path) -> None:
     failed = await call(tools, "write_file", path="b.md", content="x")
     assert failed.is_error
     assert failed.output.startswith("File written successfully but post-edit command failed:")
-    with trio.fail_after(5):  # real clock: the hook is a real process
+    with trio.fail_after(slow(5)):  # real clock: the hook is a real process
         await trio.lowlevel.checkpoint()
 
 

@@ -21,6 +21,7 @@ import trio
 
 from greenroom.agents import ToolContext, ToolsetConfig
 from greenroom.agents.tools import build_tools
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def tools_of(kind: str, root: Path, **options: Any) -> Any:
 
 
 async def call(tools: Any, tool_name: str, /, **args: Any) -> Any:
-    with trio.fail_after(20):
+    with trio.fail_after(slow(20)):
         return await tools.tools[tool_name].call(args)
 
 

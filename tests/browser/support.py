@@ -18,7 +18,10 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+from tests.slowness import slow
+
 CHROMIUM = "/usr/bin/chromium"
+expect.set_options(timeout=slow(5_000))  # Playwright's own default, scaled
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
 T = TypeVar("T")
 
@@ -38,7 +41,7 @@ class BrowserThread:
         )
 
     def start(self) -> None:
-        self._executor.submit(self._start).result(timeout=60)
+        self._executor.submit(self._start).result(timeout=slow(60))
 
     def _close(self) -> None:
         if self._browser is not None:
@@ -48,7 +51,7 @@ class BrowserThread:
 
     def close(self) -> None:
         try:
-            self._executor.submit(self._close).result(timeout=30)
+            self._executor.submit(self._close).result(timeout=slow(30))
         finally:
             self._executor.shutdown()
 
@@ -58,7 +61,7 @@ class BrowserThread:
             viewport={"width": 1000, "height": 700},
             color_scheme=scheme,  # type: ignore[arg-type]
         )
-        context.set_default_timeout(10_000)
+        context.set_default_timeout(slow(10_000))
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -85,7 +88,7 @@ def _keep_evidence(page: Page, name: str, exc: Exception) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"failed-{name}.png"), full_page=True)
     with suppress(Exception):
-        exc.add_note(f"the page said:\n{page.inner_text('body', timeout=2000)}")
+        exc.add_note(f"the page said:\n{page.inner_text('body', timeout=slow(2000))}")
 
 
 def _is_bug(message: ConsoleMessage) -> bool:

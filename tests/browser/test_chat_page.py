@@ -16,9 +16,10 @@ from playwright.sync_api import Page, expect
 
 from greenroom.testing import ScriptedAgent, Tool, ToolCallContext, open_greenroom
 from tests.browser.support import ARTIFACTS, BrowserThread, open_page
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 def turn_over(page: Page) -> None:
@@ -605,7 +606,7 @@ async def test_a_restarted_log_is_followed(browser: BrowserThread) -> None:
 
             async def drop_until_retired() -> None:
                 gr.drop_connections()
-                for _ in range(200):
+                for _ in range(round(slow(200))):
                     if not gr.registry.live_ids():
                         return
                     await trio.sleep(0.05)  # real clock: the idle timeout runs out

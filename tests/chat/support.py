@@ -14,6 +14,8 @@ import uuid
 import pytest
 import trio
 
+from tests.slowness import slow
+
 POLL = 0.05  # seconds between screen captures (real clock)
 
 
@@ -65,7 +67,7 @@ class Tmux:
         )
         return done.stdout.decode()
 
-    async def wait_for(self, pattern: str, *, within: float = 15) -> str:
+    async def wait_for(self, pattern: str, *, within: float = slow(15)) -> str:
         """The screen once ``pattern`` (a regex, ``^``/``$`` per line) appears on it."""
         compiled = re.compile(pattern, re.MULTILINE)
         screen = ""
@@ -77,7 +79,7 @@ class Tmux:
                 await trio.sleep(POLL)  # real clock: polling another process's screen
         raise AssertionError(f"{pattern!r} did not appear within {within} s:\n{screen}")
 
-    async def wait_closed(self, *, within: float = 15) -> None:
+    async def wait_closed(self, *, within: float = slow(15)) -> None:
         """Until the program has exited (tmux ends the session with it)."""
         with trio.fail_after(within):
             while True:
@@ -88,7 +90,7 @@ class Tmux:
 
     async def close(self) -> None:
         if self.started:
-            with trio.move_on_after(5, shield=True):
+            with trio.move_on_after(slow(5), shield=True):
                 await trio.run_process(["tmux", "kill-session", "-t", self.name], check=False)
 
 

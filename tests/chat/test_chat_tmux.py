@@ -10,9 +10,10 @@ import trio
 
 from greenroom.testing import Greenroom, ScriptedAgent, Tool, ToolCallContext, open_greenroom
 from tests.chat.support import Tmux, chat_command, tmux_or_skip
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 ENV = {"TERM": "xterm-256color", "NO_COLOR": "1"}
 
 
@@ -122,7 +123,7 @@ async def test_without_a_url_it_starts_its_own_server(tmux: Tmux, tmp_path: obje
     with trio.fail_after(DEADLINE):
         await tmux.start(*chat_command("", "--db", db), env=env)
         await tmux.wait_for(r"greenroom chat on http://127\.0\.0\.1:\d+")
-        await tmux.wait_for(r"^you>", within=30)
+        await tmux.wait_for(r"^you>", within=slow(30))
         await tmux.type("hello embedded server")
         await tmux.wait_for(r"agent: Echo: hello embedded server")
         await tmux.type("/quit")

@@ -10,6 +10,7 @@ import trio
 
 from greenroom.client import ApiError, GreenroomClient, Unreachable
 from greenroom.client._sse import Frame, SSEParser  # white-box: the parser on its own
+from tests.slowness import slow
 
 
 async def lines(*items: str) -> AsyncIterator[str]:
@@ -72,5 +73,5 @@ async def test_unreachable_server() -> None:
     port = listener.socket.getsockname()[1]
     await listener.aclose()  # nothing listens there now
     async with GreenroomClient(f"http://127.0.0.1:{port}") as client:
-        with trio.fail_after(10), pytest.raises(Unreachable):
+        with trio.fail_after(slow(10)), pytest.raises(Unreachable):
             await client.sessions()

@@ -17,6 +17,7 @@ from tests.cluster._checker import ClientLog, Expectations, Snapshot, check, dig
 from tests.cluster._nodes import Cluster, Node, node_client
 from tests.crash_support import Watcher, side_effect_lines, user
 from tests.pg import run_sql
+from tests.slowness import slow
 
 AGENT = "crash"  # the agent file crash_support writes
 POLL = 0.05  # seconds between polls (real clock: other processes)
@@ -53,7 +54,7 @@ class Roamer:
                 await trio.sleep(POLL)  # real clock: every preferred node is down for now
                 continue
             self.connections.append((node.name, len(self.watcher.entries)))
-            async with node_client(node, timeout=60) as http:
+            async with node_client(node, timeout=slow(60)) as http:
                 status = await self.watcher.watch(http)
             self.statuses.append(status)
             if status == 404:

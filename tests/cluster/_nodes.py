@@ -29,10 +29,11 @@ import trio
 from tests import pg
 from tests.cluster._proxy import Proxy
 from tests.crash_support import ServerFiles
+from tests.slowness import slow
 
-TTL = 3.0  # seconds: the node lease
-RENEW = 0.5  # seconds between renewals
-STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
+TTL = slow(3.0)  # seconds: the node lease (a loaded machine renews late)
+RENEW = slow(0.5)  # seconds between renewals
+STARTUP = slow(60)  # a child server's start, on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
 
 
@@ -66,13 +67,13 @@ class Node:
     async def kill(self) -> None:
         """SIGKILL: no shutdown code runs (a stopped process dies too)."""
         self.signal(signal.SIGKILL)
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             await self.process.wait()
 
     async def terminate(self) -> int:
         self.signal(signal.SIGCONT)  # a stopped process would never see SIGTERM
         self.signal(signal.SIGTERM)
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             return await self.process.wait()
 
     def pause(self) -> None:
@@ -170,11 +171,11 @@ async def _listening(node: Node) -> str:
                 raise AssertionError(f"node {node.name} exited early:\n{node.log_text()}")
             await trio.sleep(0.05)  # real clock: the child is importing and joining
         url = found.group(1)
-        async with httpx.AsyncClient(base_url=url, timeout=5) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=slow(5)) as http:
             # /ready: the database answers and the lease is held. (On a loaded machine a node
             # may fence itself while it starts: the loop was blocked past the ttl after its
             # join. It rejoins at its next renewal; tests start once it has.)
-            for _ in range(STARTUP * 20):
+            for _ in range(round(STARTUP * 20)):
                 if (await http.get("/ready")).status_code == 200:
                     break
                 await trio.sleep(0.05)  # real clock: not ready yet
@@ -195,6 +196,6 @@ async def cluster(
             nursery.cancel_scope.cancel()
 
 
-def node_client(node: Node, timeout: float = 30) -> httpx.AsyncClient:
+def node_client(node: Node, timeout: float = slow(30)) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
     return httpx.AsyncClient(base_url=node.url, timeout=timeout, limits=limits)

@@ -31,6 +31,7 @@ from tests.cluster._clients import (
 )
 from tests.cluster._nodes import Cluster, Node, node_client
 from tests.pg import run_sql
+from tests.slowness import slow
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -40,7 +41,7 @@ SEED = random.randrange(1_000_000) if _SEED == "random" else int(_SEED)
 SESSIONS = 8
 WORKERS = 4
 NAMES = ("n1", "n2", "n3")  # each reaches the database through a proxy of its own
-OP_LIMIT = 8  # seconds one client operation may take (a stopped node never answers)
+OP_LIMIT = slow(8)  # seconds one client operation may take (a stopped node never answers)
 
 
 @attrs.define
@@ -144,7 +145,7 @@ async def test_chaos(nodes: Cluster) -> None:
         for session in live:
             await eventually("turn ended", partial(idle, nodes.dsn, session), 30)
         heads = dict(await run_sql(nodes.dsn, "SELECT session_id, last_seq FROM gr_heads"))
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             for roamer in roamers:
                 session = roamer.watcher.session_id
                 if session in chaos.deleted:
@@ -170,4 +171,4 @@ async def quiesce(nodes: Cluster) -> None:
             node.proxy.resume()
         if not node.running:
             await nodes.start(name)
-    await trio.sleep(2 * nodes.ttl)  # real clock: stale leases expire, sweepers run
+    await trio.sleep(slow(2 * nodes.ttl))  # real clock: stale leases expire, sweepers run

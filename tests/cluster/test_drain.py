@@ -15,6 +15,7 @@ from tests.cluster._clients import Roamer, create, eventually, head, run_to_end,
 from tests.cluster._nodes import Cluster, node_client
 from tests.cluster.test_failover import has_type, lines_at_least
 from tests.pg import run_sql
+from tests.slowness import slow
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -41,7 +42,7 @@ async def test_sigterm_drains_the_running_turn_then_frees_the_sessions(nodes: Cl
         await eventually("draining on record", partial(node_state_is, nodes, "n1", "draining"), 10)
         assert n1.running and (await head(nodes.dsn, session))[1] == "n1"
         files.hold.unlink()  # the tool ends: the turn finishes on n1
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             assert await n1.process.wait() == 0
         await eventually(
             "the turn's end reaches n2", partial(has_type, watcher, "stream_stopped"), 10

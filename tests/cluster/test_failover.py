@@ -26,12 +26,13 @@ from tests.cluster._clients import (
 )
 from tests.cluster._nodes import Cluster, node_client
 from tests.crash_support import side_effect_lines, user
+from tests.slowness import slow
 
 log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-TAKEOVER_BOUND = 20  # seconds: ttl 3 + sweep + margin, generous on 2 busy cores
+TAKEOVER_BOUND = slow(20)  # seconds: ttl 3 + sweep + margin, generous on 2 busy cores
 
 
 async def test_kill_owner_mid_turn_and_mid_tool(nodes: Cluster) -> None:

@@ -31,6 +31,7 @@ from tests.cluster.test_failover import (
     tokens_at_least,
 )
 from tests.pg import run_sql
+from tests.slowness import slow
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -100,7 +101,7 @@ async def test_stopped_owner_and_partitioned_owner_fence_themselves(nodes: Clust
         start = trio.current_time()
 
         async def fenced() -> bool:
-            with trio.move_on_after(2):
+            with trio.move_on_after(slow(2)):
                 response = await h3.post(f"/api/sessions/{parted}/cancel", json={})
                 return response.status_code == 503 and error_code(response) == "node_fenced"
             return False

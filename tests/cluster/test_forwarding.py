@@ -29,11 +29,12 @@ from greenroom.transport import AppConfig, Forwarder, ShieldedSend, create_app
 from greenroom.transport._forward import MAX_FRAME, RemoteRun, Upstream  # white-box
 from tests.cluster.fake_cluster import FakeCluster, NodeView, _Owner
 from tests.fakes import FakeFactory, FakeRuntime
+from tests.slowness import slow
 from tests.transport.support import AGENT, FakeCatalog
 
 TOKEN = "cluster-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-DEADLINE = 20  # seconds any one test step may take (real clock: live sockets)
+DEADLINE = slow(20)  # seconds any one test step may take (real clock: live sockets)
 
 
 @attrs.frozen

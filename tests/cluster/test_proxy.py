@@ -6,6 +6,7 @@ import pytest
 import trio
 
 from tests.cluster._proxy import Proxy
+from tests.slowness import slow
 
 pytestmark = pytest.mark.cluster
 
@@ -25,13 +26,14 @@ async def test_forward_pause_resume_cut() -> None:
         upstream_port = listeners[0].socket.getsockname()[1]
         proxy = Proxy("127.0.0.1", upstream_port)
         port = await nursery.start(proxy.serve)
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             await stream.send_all(b"one")
             assert await stream.receive_some(1024) == b"one"
             proxy.pause()
             await stream.send_all(b"two")
-            with trio.move_on_after(0.3) as held:  # real clock: nothing may arrive while paused
+            # real clock: nothing may arrive while paused
+            with trio.move_on_after(slow(0.3)) as held:
                 await stream.receive_some(1024)
             assert held.cancelled_caught
             proxy.resume()

@@ -27,6 +27,7 @@ from tests.cluster._clients import (
 from tests.cluster._nodes import Cluster, Node, node_client
 from tests.crash_support import user
 from tests.pg import run_sql
+from tests.slowness import slow
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -93,7 +94,7 @@ async def test_routing_claim_race_and_delete(nodes: Cluster) -> None:
 async def ws_replay(node: Node, session: str, last: int) -> list[tuple[int, object]]:
     """Subscribe over the WebSocket from seq 0 and take the events up to ``last``."""
     got: list[tuple[int, object]] = []
-    with trio.fail_after(15):
+    with trio.fail_after(slow(15)):
         async with open_websocket_url(node.url.replace("http://", "ws://") + "/api/ws") as ws:
             frame = {"id": "s", "op": "subscribe", "session_id": session, "since": 0}
             await ws.send_message(json.dumps(frame))

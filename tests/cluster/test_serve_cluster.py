@@ -19,8 +19,9 @@ from greenroom.domain import Session
 from greenroom.persistence import MemoryStore
 from greenroom.serve import ServeConfig, serve
 from tests.cluster.fake_cluster import FakeCluster, NodeView
+from tests.slowness import slow
 
-DEADLINE = 30
+DEADLINE = slow(30)
 
 
 def node_config(node_id: str) -> ServeConfig:
@@ -37,7 +38,7 @@ def node_config(node_id: str) -> ServeConfig:
 
 async def ready_is(client: httpx.AsyncClient, url: str, status: int) -> None:
     """Until ``/ready`` answers ``status`` (polled: real timers move the node's state)."""
-    for _ in range(400):
+    for _ in range(round(slow(400))):
         if (await client.get(f"{url}/ready")).status_code == status:
             return
         await trio.sleep(0.05)  # real clock: the node's own timers move its state

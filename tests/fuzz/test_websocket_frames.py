@@ -20,6 +20,7 @@ from trio_websocket import open_websocket_url
 
 from greenroom.transport import OPERATIONS
 from tests.fuzz.run import TOKEN, live_server, run_one_turn
+from tests.slowness import slow
 
 OPS = sorted({op.name for op in OPERATIONS if op.websocket} | {"subscribe", "unsubscribe"})
 # Ops that wait or stream: their frames are fuzzed with short waits (below) or end by
@@ -98,7 +99,7 @@ async def _exchange(url: str, text: str) -> tuple[list[dict[str, Any]], dict[str
     ws_url = url.replace("http://", "ws://", 1) + "/api/ws"
     protocols = [f"bearer.{TOKEN}"]
     seen: list[dict[str, Any]] = []
-    with trio.fail_after(20):
+    with trio.fail_after(slow(20)):
         async with open_websocket_url(ws_url, subprotocols=protocols) as ws:
             await ws.send_message(json.dumps({"id": "new", "op": "create"}))
             created = json.loads(await ws.get_message())
@@ -137,5 +138,5 @@ def test_any_frame_gets_a_reply_and_the_connection_stays_open(server: str) -> No
                 assert reply["error"]["status"] < 500, (text, reply)
 
     check()
-    health = httpx.get(f"{url}/health", timeout=10)
+    health = httpx.get(f"{url}/health", timeout=slow(10))
     assert health.status_code == 200

@@ -20,9 +20,12 @@ from greenroom.agents import ElicitationAnswer
 from greenroom.agents.mcp import McpServer, StdioSpec
 from greenroom.agents.tools._base import McpSettings
 from greenroom.domain import Event
+from tests.slowness import slow
 
 SERVER = Path(__file__).with_name("stdio_server.py")
-QUICK = McpSettings(start_timeout=20.0, call_timeout=20.0, restart_backoff=(0.05, 0.1, 0.2))
+QUICK = McpSettings(
+    start_timeout=slow(20.0), call_timeout=slow(20.0), restart_backoff=(0.05, 0.1, 0.2)
+)
 
 
 def server_spec(
@@ -76,7 +79,7 @@ def new_server(
     return McpServer(server_spec(*args), host, settings, prefix=prefix)
 
 
-async def until(predicate: Callable[[], bool], *, within: float = 20.0) -> None:
+async def until(predicate: Callable[[], bool], *, within: float = slow(20.0)) -> None:
     """Wait until ``predicate()`` holds (polling: the server is another process)."""
     with trio.fail_after(within):
         while True:

@@ -24,9 +24,10 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 from greenroom.persistence import open_memory_store
 from tests.fakes import drain, user
 from tests.mcp.support import QUICK, SERVER, alive, until
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 def write_agent(tmp_path: Path, fifo: Path, record: Path) -> Path:

@@ -15,9 +15,10 @@ import trio
 from greenroom.agents import ToolContext
 from greenroom.agents.mcp import McpServer, server_spec
 from tests.mcp.support import QUICK, SERVER, FakeHost
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 FAKE_DOCKER = """\
 #!{python}

@@ -33,9 +33,10 @@ from tests.agents.loop_support import (
     tool_step,
 )
 from tests.mcp.support import QUICK, SERVER, until
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 def agent_yaml(*args: str, extra: str = "") -> str:

@@ -29,9 +29,10 @@ from tests.mcp.http_servers import (
     tools_server,
 )
 from tests.mcp.support import QUICK, FakeHost
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 REDIRECT = "http://127.0.0.1:9/callback"  # never visited: the test hands the redirect over
 
 

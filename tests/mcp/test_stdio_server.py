@@ -17,9 +17,10 @@ from greenroom.agents import ElicitationAnswer
 from greenroom.agents.mcp import McpServer, StdioSpec
 from greenroom.domain import Warning
 from tests.mcp.support import QUICK, FakeHost, alive, new_server, server_spec, until
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
-DEADLINE = 60
+DEADLINE = slow(60)
 
 
 async def test_tools_are_listed_with_their_hints_and_calls_answer() -> None:
@@ -173,7 +174,7 @@ async def test_a_server_that_never_initializes_is_left_behind_and_killed_at_stop
     tmp_path,
 ) -> None:
     record = tmp_path / "record.jsonl"
-    settings = attrs.evolve(QUICK, start_timeout=1.0)
+    settings = attrs.evolve(QUICK, start_timeout=slow(1.0))  # the server never answers
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
             server = new_server(

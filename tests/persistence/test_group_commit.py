@@ -26,6 +26,7 @@ from greenroom.domain import Message, Session
 from greenroom.errors import SessionNotFound, StoreError
 from greenroom.persistence import EventRow, GroupCommitWriter, SqliteStore, open_sqlite_store
 from greenroom.persistence.postgres import PostgresStore
+from tests.slowness import slow
 
 from ..pg import postgres_store
 
@@ -134,7 +135,7 @@ async def engine(queue_size: int | None = None) -> AsyncIterator[GroupCommitWrit
         yield writer
     finally:
         writer.shutdown()
-        with trio.fail_after(20):
+        with trio.fail_after(slow(20)):
             await writer.stopped()
 
 
@@ -163,7 +164,7 @@ async def test_what_queues_while_a_batch_commits_commits_in_the_next_one() -> No
         async def write(n: int) -> None:
             results[n] = await writer.write(put(n))
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -195,7 +196,7 @@ async def test_a_failing_job_fails_alone_and_its_savepoint_undoes_it() -> None:
             except StoreError as exc:
                 failures.append(exc)
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -228,7 +229,7 @@ async def test_a_job_that_loses_the_transaction_fails_the_whole_batch() -> None:
             except StoreError as exc:
                 errors.append(exc.message)
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -250,7 +251,7 @@ async def test_a_bug_fails_its_batch_loudly_and_the_writer_keeps_serving() -> No
         raise Bug  # not an Exception: nothing on the way catches it
 
     async with engine() as writer:
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             with pytest.raises(StoreError, match="writing the fake database failed"):
                 await writer.write(bug)
             assert await writer.write(put(1)) == 1
@@ -259,7 +260,7 @@ async def test_a_bug_fails_its_batch_loudly_and_the_writer_keeps_serving() -> No
 async def test_a_cancelled_caller_stops_waiting_and_its_write_commits_all_the_same() -> None:
     async with engine() as writer:
         holder = Holder()
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -286,7 +287,7 @@ async def test_backpressure_and_closing_while_producers_wait() -> None:
             except StoreError as exc:
                 refused.append(exc.message)
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -315,7 +316,7 @@ async def test_posted_jobs_take_no_slot_and_a_failure_is_logged(
         with caplog.at_level(logging.WARNING, "greenroom.persistence._group_commit"):
             writer.post(put("posted"))
             writer.post(failing)
-            with trio.fail_after(30):
+            with trio.fail_after(slow(30)):
                 assert await writer.write(put("awaited")) == "awaited"  # after the posted ones
         assert backend(writer).committed == ["posted", "awaited"]
         assert "translated: posted" in caplog.text
@@ -334,7 +335,7 @@ async def test_the_listener_hears_of_events_before_the_caller_resumes() -> None:
             await writer.write(put("after the events"))
             seen_on_resuming.extend(heard)
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(writer.write, holder)
                 await holder.started()
@@ -361,7 +362,7 @@ async def test_a_failing_listener_is_logged_and_the_callers_still_resume(
     async with engine() as writer:
         writer.listener = broken
         writer.append(event("s", 1))
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             assert await writer.write(put("x")) == "x"
         assert "the commit listener of the fake database failed" in caplog.text
 
@@ -378,7 +379,7 @@ async def test_events_alone_are_committed_in_one_batch_with_nobody_waiting() -> 
         writer.listener = listener
         for seq in range(1, 4):
             writer.append(event("s", seq))  # queued at once: the thread lingers for more
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             await heard.wait()
         assert commits.calls == [({"s": 3}, {})]
         assert writer.statistics().batches == 1
@@ -430,7 +431,7 @@ async def test_a_stores_writes_share_one_transaction_and_a_cancelled_one_commits
             failures.append(exc)
 
     before = sql_store.batches
-    with trio.fail_after(30):
+    with trio.fail_after(slow(30)):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sql_store.group_commit.write, holder)
             await holder.started()
@@ -464,7 +465,7 @@ async def test_closing_a_store_commits_what_was_queued_first(tmp_path: Path) -> 
         async def add(n: int) -> None:
             done.append(await store.add_message(session.id, Message.user(f"m{n}")))
 
-        with trio.fail_after(30):
+        with trio.fail_after(slow(30)):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.group_commit.write, holder)
                 await holder.started()

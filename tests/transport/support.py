@@ -25,6 +25,7 @@ from greenroom.domain import AgentChoice, Event, Session, StreamStopped
 from greenroom.errors import AgentNotFound, AgentSourceUnavailable
 from greenroom.persistence import MemoryStore
 from tests.fakes import FakeFactory, FakeRuntime, without_timestamp
+from tests.slowness import slow
 
 AGENT = "agent"  # the one source key the fake factory and catalog know
 UNAVAILABLE = "remote"  # a source whose fetch fails (502)
@@ -184,7 +185,7 @@ def sse_frames(response: httpx.Response) -> SSEReader:
     return SSEReader(response)
 
 
-async def receive_until_closed(ws: WSClient, *, within: float = 10) -> tuple[int, list[Any]]:
+async def receive_until_closed(ws: WSClient, *, within: float = slow(10)) -> tuple[int, list[Any]]:
     """Read frames until the server closes the socket: (close code, frames read)."""
     frames: list[Any] = []
     with trio.fail_after(within):
@@ -199,7 +200,7 @@ async def receive_until_closed(ws: WSClient, *, within: float = 10) -> tuple[int
 
 
 async def read_until(
-    frames: AsyncIterator[SSEFrame], stop_type: str, *, within: float = 10
+    frames: AsyncIterator[SSEFrame], stop_type: str, *, within: float = slow(10)
 ) -> list[SSEFrame]:
     """Data frames (comments skipped) up to and including the first of type ``stop_type``."""
     out: list[SSEFrame] = []
@@ -213,7 +214,9 @@ async def read_until(
     raise AssertionError(f"stream ended before {stop_type!r}: {[f.type for f in out]}")
 
 
-async def read_to_end(frames: AsyncIterator[SSEFrame], *, within: float = 10) -> list[SSEFrame]:
+async def read_to_end(
+    frames: AsyncIterator[SSEFrame], *, within: float = slow(10)
+) -> list[SSEFrame]:
     """Every frame until the stream ends (comments included)."""
     out: list[SSEFrame] = []
     with trio.fail_after(within):
@@ -239,14 +242,14 @@ class WSClient:
         await self.ws.send_message(json.dumps({"id": frame_id, **frame}))
         return frame_id
 
-    async def receive(self, within: float = 10) -> dict[str, Any]:
+    async def receive(self, within: float = slow(10)) -> dict[str, Any]:
         with trio.fail_after(within):
             value: dict[str, Any] = json.loads(await self.ws.get_message())
         if "event" in value:
             value["event"] = without_timestamp(value["event"])
         return value
 
-    async def wait_for(self, predicate: Any, *, within: float = 10) -> dict[str, Any]:
+    async def wait_for(self, predicate: Any, *, within: float = slow(10)) -> dict[str, Any]:
         """The first frame (pending ones first) that satisfies ``predicate``."""
         for i, frame in enumerate(self.pending):
             if predicate(frame):
@@ -258,7 +261,7 @@ class WSClient:
                     return frame
                 self.pending.append(frame)
 
-    async def reply(self, frame_id: str, *, within: float = 10) -> dict[str, Any]:
+    async def reply(self, frame_id: str, *, within: float = slow(10)) -> dict[str, Any]:
         return await self.wait_for(lambda f: f.get("id") == frame_id and "ok" in f, within=within)
 
     async def call(self, op: str, **fields: Any) -> dict[str, Any]:
@@ -298,7 +301,7 @@ async def ws_handshake(
             *headers,
         ],
     )
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         stream = await trio.open_tcp_stream(address, int(port))
         async with stream:
             await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
@@ -343,7 +346,7 @@ class RawConnection:
     @classmethod
     async def open(cls, live: Live) -> RawConnection:
         host, _, port = live.url.removeprefix("http://").partition(":")
-        with trio.fail_after(5):
+        with trio.fail_after(slow(5)):
             stream = await trio.open_tcp_stream(host, int(port))
         return cls(stream, f"{host}:{port}")
 
@@ -367,7 +370,7 @@ class RawConnection:
         return "\r\n".join(lines).encode() + b"\r\n\r\n" + (body or b"")
 
     async def send(self, data: bytes) -> None:
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             await self.stream.send_all(data)
 
     async def _fill(self) -> None:
@@ -388,7 +391,7 @@ class RawConnection:
         data, self.buffer = self.buffer[:n], self.buffer[n:]
         return data
 
-    async def response(self, *, within: float = 5) -> RawResponse:
+    async def response(self, *, within: float = slow(5)) -> RawResponse:
         with trio.fail_after(within):
             head = (await self._take_until(b"\r\n\r\n")).decode("latin-1")
             status_line, *header_lines = head.split("\r\n")

@@ -22,6 +22,7 @@ from trio_websocket import open_websocket_url
 from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
 from greenroom.transport import AppConfig
 from tests.fakes import without_timestamp
+from tests.slowness import slow
 from tests.transport.support import AGENT, Env, Live, WSClient, user_body
 
 GO_SESSION: dict[str, Any] = {
@@ -166,7 +167,7 @@ async def test_unknown_routes_answer_in_greenrooms_own_shape(client: Client) -> 
 
 @pytest.mark.parametrize("runtime_options", [{"script": SCRIPT}])
 async def test_a_websocket_that_subscribed_and_runs_gets_each_event_once(live: Live) -> None:
-    async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10)) as http:
         sid = (await http.post("/api/sessions", json={})).json()["id"]
     async with open_websocket_url(live.ws_url) as ws:
         client = WSClient(ws)
@@ -174,7 +175,7 @@ async def test_a_websocket_that_subscribed_and_runs_gets_each_event_once(live: L
         run = await client.send({"op": "run", "session_id": sid, "agent": AGENT, **user_body("x")})
         end = await client.wait_for(lambda f: f.get("run") == run and f.get("end"))
         assert end == {"session_id": sid, "run": run, "end": True}
-        with trio.move_on_after(0.5):  # real clock: nothing more is on its way
+        with trio.move_on_after(slow(0.5)):  # real clock: nothing more is on its way
             while True:
                 client.pending.append(await client.receive(1))
         seqs = [f["seq"] for f in client.pending if "event" in f]

@@ -20,6 +20,7 @@ from trio_websocket import open_websocket_url
 
 from greenroom.errors import ConfigError
 from greenroom.serve import ServeConfig, check_config
+from tests.slowness import slow
 from tests.transport.support import (
     Live,
     PhasedRuntime,
@@ -41,7 +42,7 @@ PHASED = [PhasedRuntime]
 
 @asynccontextmanager
 async def http(live: Live, **headers: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=10, headers=headers) as client:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10), headers=headers) as client:
         yield client
 
 
@@ -110,7 +111,7 @@ async def test_lone_surrogate_is_400_and_a_running_turn_survives(live: Live) -> 
             "POST", f"/api/sessions/{sid}/agent/agent", json=user_body("go")
         ) as run:
             frames = sse_frames(run)
-            with trio.fail_after(10):
+            with trio.fail_after(slow(10)):
                 await runtime.turn_started.wait()
             r = await client.patch(
                 f"/api/sessions/{sid}/title", content=SURROGATE_TITLE, headers=JSON
@@ -160,7 +161,7 @@ async def test_websocket_bad_values_get_error_replies(live: Live) -> None:
         socket = WSClient(ws)
         run = await socket.call("run", session_id=sid, agent="agent", **user_body("go"))
         assert run["ok"], run
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             await runtime.turn_started.wait()
         lone = "\ud800"  # json.dumps writes it as the escape \\ud800
         raw = [
@@ -241,7 +242,7 @@ async def test_deleted_sessions_run_stream_ends_with_session_exited(live: Live) 
             "POST", f"/api/sessions/{sid}/agent/agent", json=user_body("go")
         ) as run:
             frames = sse_frames(run)
-            with trio.fail_after(10):
+            with trio.fail_after(slow(10)):
                 await live.env.runtime.turn_started.wait()
             assert (await client.delete(f"/api/sessions/{sid}")).status_code == 200
             rest = await read_until(frames, "session_exited")
@@ -271,8 +272,8 @@ async def test_per_client_connection_cap(live: Live) -> None:
             assert r.json()["code"] == "too_many_connections"
             assert r.headers["Retry-After"] == "1"
             assert r.headers["Connection"] == "close"
-        with trio.fail_after(5):  # the streams' slots free once their requests end
-            for _ in range(500):
+        with trio.fail_after(slow(5)):  # the streams' slots free once their requests end
+            for _ in range(round(slow(500))):
                 r = await c.get("/api/sessions")
                 if r.status_code != 429:
                     break

@@ -24,6 +24,7 @@ import trio
 from trio_websocket import open_websocket_url
 
 from greenroom import __version__
+from tests.slowness import slow
 from tests.transport.support import (
     WSClient,
     close_transport,
@@ -34,7 +35,7 @@ from tests.transport.support import (
 
 pytestmark = pytest.mark.slow
 
-STARTUP = 60  # importing the model SDKs takes a few seconds on a slow machine
+STARTUP = slow(60)  # a child server's start, on a slow machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:(\d+))")
 
 
@@ -70,7 +71,7 @@ class Server:
         self.url = match.group(1)
         return self.url
 
-    async def terminate(self, *, within: float = 10) -> int:
+    async def terminate(self, *, within: float = slow(10)) -> int:
         self.process.send_signal(signal.SIGTERM)
         with trio.fail_after(within):
             return await self.process.wait()
@@ -98,7 +99,7 @@ async def serve(
     finally:
         if process.returncode is None:
             process.kill()
-            with trio.move_on_after(5, shield=True):
+            with trio.move_on_after(slow(5), shield=True):
                 await process.wait()
 
 
@@ -106,7 +107,7 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
     db = tmp_path / "sessions.sqlite3"
     async with (
         serve(tmp_path, "--db", str(db)) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=10) as client,
+        httpx.AsyncClient(base_url=server.url, timeout=slow(10)) as client,
     ):
         assert (await client.get("/health")).json()["status"] == "ok"
         agents = (await client.get("/api/agents")).json()
@@ -120,7 +121,7 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
         async with client.stream("POST", run, json=body) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
-            frames = await read_to_end(sse_frames(stream), within=30)
+            frames = await read_to_end(sse_frames(stream), within=slow(30))
         events = [f for f in frames if f.data is not None]
         assert events[-1].type == "stream_stopped"
         text = "".join(f.data["content"] for f in events if f.type == "agent_choice")
@@ -141,12 +142,12 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
 
             start = trio.current_time()
             server.process.send_signal(signal.SIGTERM)
-            rest = await read_to_end(tail_frames, within=10)  # the stream ends cleanly
+            rest = await read_to_end(tail_frames, within=slow(10))  # the stream ends cleanly
             assert all(f.type != "session_exited" for f in rest)  # resumable, not ended
             code, _ = await receive_until_closed(ws)
             assert code == 1001
             await close_transport(conn)
-        with trio.fail_after(10):
+        with trio.fail_after(slow(10)):
             exit_code = await server.process.wait()
         assert exit_code == 0, server.stderr.decode()
         assert trio.current_time() - start < 8
@@ -155,7 +156,7 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
     # Restart on the same database file: the session and its turn are there.
     async with (
         serve(tmp_path, "--db", str(db)) as again,
-        httpx.AsyncClient(base_url=again.url, timeout=10) as client,
+        httpx.AsyncClient(base_url=again.url, timeout=slow(10)) as client,
     ):
         r = await client.get(f"/api/sessions/{sid}")
         assert r.status_code == 200
@@ -169,7 +170,7 @@ async def test_serve_runs_streams_and_shuts_down_gracefully(tmp_path: Path) -> N
 
 
 async def read_until_comment(frames: Any) -> str:
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         async for frame in frames:
             if frame.comment:
                 return str(frame.comment)
@@ -209,7 +210,7 @@ async def test_serve_memory_db_with_token(tmp_path: Path) -> None:
     env_token = {"GREENROOM_AUTH_TOKEN": token}
     async with (
         serve(tmp_path, "--db", ":memory:", extra_env=env_token) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=10) as client,
+        httpx.AsyncClient(base_url=server.url, timeout=slow(10)) as client,
     ):
         assert (await client.get("/health")).status_code == 200
         r = await client.get("/api/sessions")
@@ -253,7 +254,7 @@ async def test_start_up_says_where_things_are(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     async with serve(tmp_path, "--db", str(db)) as server:
         with trio.fail_after(STARTUP):
-            for _ in range(STARTUP * 20):
+            for _ in range(round(STARTUP * 20)):
                 if b"recovery:" in server.stdout:
                     break
                 await trio.sleep(0.05)  # real clock: the summary follows the listening line
@@ -276,25 +277,25 @@ async def test_sigterm_drains_a_running_turn_when_asked(tmp_path: Path) -> None:
     words = " ".join(f"w{i}" for i in range(12))  # ~1.2 s of streaming
     async with (
         serve(tmp_path, str(agent), "--db", ":memory:", "--drain-timeout", "20") as server,
-        httpx.AsyncClient(base_url=server.url, timeout=10) as client,
+        httpx.AsyncClient(base_url=server.url, timeout=slow(10)) as client,
     ):
         sid = (await client.post("/api/sessions", json={})).json()["id"]
         body = {"messages": [{"role": "user", "content": words}]}
         async with client.stream("POST", f"/api/sessions/{sid}/agent/slowish", json=body) as run:
             assert run.status_code == 200
             frames = sse_frames(run)
-            with trio.fail_after(10):
+            with trio.fail_after(slow(10)):
                 async for frame in frames:
                     if frame.type == "agent_choice":
                         break  # streaming: now the server is told to stop
             server.process.send_signal(signal.SIGTERM)
             ready = await client.get("/ready")
             assert (ready.status_code, ready.json().get("draining")) == (503, True)
-            rest = await read_to_end(frames, within=20)
+            rest = await read_to_end(frames, within=slow(20))
         events = [f for f in rest if f.data is not None]
         assert events[-1].type == "stream_stopped"
         text = "".join(f.data["content"] for f in events if f.type == "agent_choice")
         assert text.rstrip().endswith("w11"), text  # the whole answer, not cut off
-        with trio.fail_after(20):
+        with trio.fail_after(slow(20)):
             assert await server.process.wait() == 0, server.stderr.decode()
     assert "draining" in server.stderr.decode()

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from greenroom.domain import Message
+from tests.slowness import slow
 from tests.transport.support import AGENT, Live, message_body, read_to_end, sse_frames, user_body
 
 
@@ -31,11 +32,11 @@ async def _stored_contents(client: httpx.AsyncClient, sid: str) -> list[str]:
 async def test_add_message_returns_409_while_session_streaming(live: Live) -> None:
     runtime = live.env.runtime
     sid = await live.env.new_session()
-    async with httpx.AsyncClient(base_url=live.url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10)) as client:
         run = f"/api/sessions/{sid}/agent/{AGENT}"
         async with client.stream("POST", run, json=user_body("hi")) as stream:
             assert stream.status_code == 200
-            with trio.fail_after(5):
+            with trio.fail_after(slow(5)):
                 await runtime.turn_started.wait()
 
             r = await client.post(
@@ -59,11 +60,11 @@ async def test_update_message_returns_409_while_session_streaming(live: Live) ->
     runtime = live.env.runtime
     sid = await live.env.new_session()
     message_id = await live.env.store.add_message(sid, Message.user("original"))
-    async with httpx.AsyncClient(base_url=live.url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10)) as client:
         run = f"/api/sessions/{sid}/agent/{AGENT}"
         async with client.stream("POST", run, json=user_body("hi")) as stream:
             assert stream.status_code == 200
-            with trio.fail_after(5):
+            with trio.fail_after(slow(5)):
                 await runtime.turn_started.wait()
 
             r = await client.patch(
@@ -88,7 +89,7 @@ async def test_elicitation_endpoint_routes_answer_to_session_runtime(live: Live)
     runtime = live.env.runtime
     sid = await live.env.new_session()
     await live.env.registry.attach_runtime(sid, runtime)  # the session's runtime, registered
-    async with httpx.AsyncClient(base_url=live.url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10)) as client:
         body = {"action": "accept", "content": {"confirmed": True}, "elicitation_id": "eid-42"}
         r = await client.post(f"/api/sessions/{sid}/elicitation", json=body)
         assert r.status_code == 200

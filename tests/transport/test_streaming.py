@@ -22,6 +22,7 @@ from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
 from greenroom.persistence import RetentionPolicy
 from greenroom.transport import AppConfig
 from tests.fakes import FakeRuntime
+from tests.slowness import slow
 from tests.transport.support import (
     AGENT,
     Live,
@@ -49,7 +50,7 @@ def runtime_options() -> dict[str, Any]:
 
 @asynccontextmanager
 async def http(live: Live, **headers: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=10, headers=headers) as client:
+    async with httpx.AsyncClient(base_url=live.url, timeout=slow(10), headers=headers) as client:
         yield client
 
 
@@ -61,7 +62,7 @@ async def new_session(client: httpx.AsyncClient, title: str = "") -> str:
     return sid
 
 
-async def wait_until(predicate: Callable[[], bool], *, within: float = 5) -> None:
+async def wait_until(predicate: Callable[[], bool], *, within: float = slow(5)) -> None:
     """Poll ``predicate`` (real clock) until it holds."""
     with trio.fail_after(within):
         while True:
@@ -168,7 +169,7 @@ async def test_client_disconnect_cancels_the_turn(live: Live) -> None:
         # The response is closed mid-stream: the server cancels the turn.
         await wait_until(lambda: runtime.streams == 0)
         assert (runtime.cancelled, runtime.completed) == (1, 0)
-        with trio.fail_after(5):
+        with trio.fail_after(slow(5)):
             while True:
                 if not (await status_of(client, sid))["streaming"]:
                     break
@@ -317,7 +318,7 @@ async def test_heartbeat_ping(live: Live) -> None:
         async with client.stream("GET", f"/api/sessions/{sid}/events") as r:
             start = trio.current_time()
             pings = 0
-            with trio.fail_after(5):
+            with trio.fail_after(slow(5)):
                 async for frame in sse_frames(r):
                     if frame.comment == "ping":
                         pings += 1
@@ -388,7 +389,7 @@ async def ws_events_until(
     ws: WSClient, sid: str, stop_type: str, *, run: str | None = None
 ) -> list[dict[str, Any]]:
     out = []
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         while True:
             frame = await ws.wait_for(is_event(sid, run=run))
             out.append(frame)
@@ -496,7 +497,7 @@ async def ws_batched_until(
     def batch_frame(frame: dict[str, Any]) -> bool:
         return frame.get("session_id") == sid and "events" in frame and frame.get("run") == run
 
-    with trio.fail_after(10):
+    with trio.fail_after(slow(10)):
         while True:
             frame = await ws.wait_for(batch_frame)
             assert frame["events"], "a batch frame holds at least one event"
@@ -706,8 +707,8 @@ async def test_ws_slow_client_is_closed_with_1013(live: Live) -> None:
         await ws.send({"op": "run", "session_id": sid, "agent": AGENT, **user_body("flood")})
         # 400 x 64 KiB cannot all fit in the socket buffers: the server's queue overflows, it
         # gives up on the client and the turn (whose stream is gone) is cancelled.
-        await wait_until(lambda: runtime.turns == 1 and runtime.streams == 0, within=20)
-        code, frames = await receive_until_closed(ws, within=20)
+        await wait_until(lambda: runtime.turns == 1 and runtime.streams == 0, within=slow(20))
+        code, frames = await receive_until_closed(ws, within=slow(20))
         assert code == 1013
         assert sum("event" in f for f in frames) < 400
         await close_transport(conn)

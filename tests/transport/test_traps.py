@@ -15,6 +15,7 @@ import trio
 
 from greenroom.serve import SEND_BUFFER, TCP_USER_TIMEOUT_MS, ServeConfig, hypercorn_config
 from greenroom.transport import AppConfig, _app as transport_app  # white-box: DRAIN_SECONDS
+from tests.slowness import slow
 from tests.transport.support import (
     Live,
     RawConnection,
@@ -104,10 +105,10 @@ async def _early_reply_then_next_request(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.send, request)
-            first = await conn.response(within=10)
+            first = await conn.response(within=slow(10))
         assert first.status == expected, first.body[:200]
         await conn.send(conn.request_bytes("GET", "/health", headers=headers))
-        second = await conn.response(within=10)
+        second = await conn.response(within=slow(10))
         assert second.status == 200
         assert second.json()["status"] == "ok"
         await conn.send(conn.request_bytes("GET", "/api/ping", headers=headers))
@@ -143,7 +144,7 @@ async def test_chunked_body_over_the_limit_is_413(live: Live) -> None:
         chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.send, head + chunks)
-            first = await conn.response(within=10)
+            first = await conn.response(within=slow(10))
         assert first.status == 413
         assert first.json()["code"] == "payload_too_large"
         await conn.send(conn.request_bytes("GET", "/health"))

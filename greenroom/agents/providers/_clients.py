@@ -22,17 +22,18 @@ from __future__ import annotations
 import collections
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import anthropic as anthropic_sdk
 import attrs
 import httpx2
-import openai as openai_sdk
 import trio
-from google import genai
-from google.genai import types as genai_types
 
 from greenroom.errors import ModelError
+
+if TYPE_CHECKING:  # each SDK is imported by the first lease of its kind
+    import anthropic as anthropic_sdk
+    import openai as openai_sdk
+    from google import genai
 
 Api = Literal["openai", "anthropic", "google", "http"]
 T = TypeVar("T")
@@ -103,6 +104,7 @@ class ModelClients:
         self, base_url: str, key: str
     ) -> contextlib.AbstractAsyncContextManager[openai_sdk.AsyncOpenAI]:
         """Lease the ``openai.AsyncOpenAI`` of ``base_url`` with ``key`` (SDK retries off)."""
+        import openai as openai_sdk
 
         def build(http: httpx2.AsyncClient) -> openai_sdk.AsyncOpenAI:
             return openai_sdk.AsyncOpenAI(
@@ -115,6 +117,7 @@ class ModelClients:
         self, base_url: str, key: str
     ) -> contextlib.AbstractAsyncContextManager[anthropic_sdk.AsyncAnthropic]:
         """Lease the ``anthropic.AsyncAnthropic`` of ``base_url`` with ``key``."""
+        import anthropic as anthropic_sdk
 
         def build(http: httpx2.AsyncClient) -> anthropic_sdk.AsyncAnthropic:
             return anthropic_sdk.AsyncAnthropic(
@@ -132,6 +135,8 @@ class ModelClients:
         client, and builds a sync one (with its own SSL context) unless handed one too: it gets
         ours for async calls and a never-used sync client made once per SDK client.
         """
+        from google import genai
+        from google.genai import types as genai_types
 
         def build(http: httpx2.AsyncClient) -> genai.Client:
             options = genai_types.HttpOptions(

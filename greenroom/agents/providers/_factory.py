@@ -1,25 +1,28 @@
-"""Choosing a provider for a model config, and what the ``auto`` model ref means."""
+"""Choosing a provider for a model config, and what the ``auto`` model ref means.
+
+The providers are a registry keyed by API name (:data:`PROVIDER_FACTORIES`): each factory
+imports its provider module, and so its vendor SDK, when it is first called, so a server whose
+agents use the echo model never loads the OpenAI, Anthropic, Gemini or Bedrock SDKs. Adding a
+provider is one factory function and one entry in the registry (and its API name in
+``_catalog.py``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from greenroom.errors import InvalidRequest
 
-from ._anthropic_provider import AnthropicProvider
 from ._base import ModelConfig, Provider
-from ._bedrock_provider import BedrockProvider
 from ._catalog import VENDORS, Vendor, api_of, expand_env
-from ._clients import ModelClients
-from ._dmr import DmrProvider
-from ._echo import EchoProvider
-from ._google_provider import GoogleProvider
-from ._openai_provider import OpenAIProvider
-from ._scripted import ScriptedProvider
+
+if TYPE_CHECKING:
+    from ._clients import ModelClients
 
 AUTO_OPENAI_MODEL = "gpt-5-mini"
 AUTO_ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -27,6 +30,66 @@ AUTO_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 DMR_DEFAULT_URL = "http://localhost:12434/engines/v1"
 
 PROVIDERS = tuple(VENDORS)
+
+
+@attrs.frozen
+class ProviderArgs:
+    """What a provider factory is given: the model (its ``base_url`` already expanded), its
+    vendor (None for a custom provider), the environment, the directory relative script paths
+    start from, and the server's pooled HTTP clients (None: each call opens its own)."""
+
+    config: ModelConfig
+    vendor: Vendor | None
+    env: Mapping[str, str]
+    base_dir: Path | None
+    clients: ModelClients | None
+
+
+ProviderFactory = Callable[[ProviderArgs], Provider]
+
+
+def _anthropic(args: ProviderArgs) -> Provider:
+    from ._anthropic_provider import AnthropicProvider
+
+    return AnthropicProvider(args.config, env=args.env, clients=args.clients)
+
+
+def _google(args: ProviderArgs) -> Provider:
+    from ._google_provider import GoogleProvider
+
+    return GoogleProvider(args.config, env=args.env, clients=args.clients)
+
+
+def _bedrock(args: ProviderArgs) -> Provider:
+    from ._bedrock_provider import BedrockProvider
+
+    return BedrockProvider(args.config, env=args.env, clients=args.clients)
+
+
+def _echo(args: ProviderArgs) -> Provider:
+    from ._echo import EchoProvider
+
+    return EchoProvider.from_options(args.config.provider_opts)
+
+
+def _scripted(args: ProviderArgs) -> Provider:
+    from ._scripted import ScriptedProvider
+
+    path = Path(args.config.model).expanduser()
+    if not path.is_absolute():
+        path = (args.base_dir or Path.cwd()) / path
+    return ScriptedProvider.from_file(path)
+
+
+PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
+    "openai": lambda args: _openai_compatible(args.config, args.vendor, args.env, args.clients),
+    "anthropic": _anthropic,
+    "google": _google,
+    "bedrock": _bedrock,
+    "echo": _echo,
+    "scripted": _scripted,
+}
+"""The provider of each API (``_catalog.api_of``), built on first use of that API."""
 
 
 def make_provider(
@@ -73,27 +136,20 @@ def make_provider(
             f"greenroom: {vendor.unsupported}",
             path=f"$.models.{config.name}.provider",
         )
-    match api:
-        case "anthropic":
-            return AnthropicProvider(config, env=env, clients=clients)
-        case "google":
-            return GoogleProvider(config, env=env, clients=clients)
-        case "bedrock":
-            return BedrockProvider(config, env=env, clients=clients)
-        case "echo":
-            return EchoProvider.from_options(config.provider_opts)
-        case "scripted":
-            path = Path(config.model).expanduser()
-            if not path.is_absolute():
-                path = (base_dir or Path.cwd()) / path
-            return ScriptedProvider.from_file(path)
-        case "openai":
-            return _openai_compatible(config, vendor, env, clients)
+    factory = PROVIDER_FACTORIES.get(api)
+    if factory is None:
+        raise InvalidRequest(
+            f"model {config.name!r}: API {api!r} has no provider in this build",
+            path=f"$.models.{config.name}.provider",
+        )
+    return factory(ProviderArgs(config, vendor, env, base_dir, clients))
 
 
 def _openai_compatible(
     config: ModelConfig, vendor: Vendor | None, env: Mapping[str, str], clients: ModelClients | None
 ) -> Provider:
+    from ._openai_provider import OpenAIProvider
+
     cls = OpenAIProvider
     api_type = config.api_type or config.provider_opts.get("api_type", "")
     if api_type == "openai_responses":
@@ -124,6 +180,8 @@ def _openai_compatible(
         default_key_var=vendor.key_var,
     )
     if vendor.name == "dmr":
+        from ._dmr import DmrProvider
+
         return DmrProvider(provider, config, clients)
     return provider
 

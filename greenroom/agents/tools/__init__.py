@@ -1,25 +1,11 @@
-"""Built-in toolsets: one module per toolset type, all registered in ``TOOLSET_BUILDERS``.
+"""Built-in toolsets: one module per toolset type, each registered in ``TOOLSET_BUILDERS``.
 
-The ``mcp`` builder lives with the MCP client (``agents/mcp``), imported here so that it is
-registered too; ``background_agents`` lives beside the runtime (``agents/_background_tools.py``).
+The table knows every type's module (``_registry.BUILDER_MODULES``) and imports a module the
+first time its type is looked up. The ``mcp`` builder lives with the MCP client
+(``agents/mcp``); ``background_agents`` lives beside the runtime
+(``agents/_background_tools.py``).
 """
 
-from .. import mcp  # noqa: F401  (registers the mcp builder)
-from . import (  # noqa: F401  (each registers its builder)
-    _a2a,
-    _api,
-    _fetch,
-    _filesystem,
-    _memory,
-    _model_picker,
-    _openapi,
-    _script,
-    _shell,
-    _tasks,
-    _think,
-    _todo,
-    _user_prompt,
-)
 from ._base import (
     OUTPUT_LIMIT as OUTPUT_LIMIT,
     FunctionTool as FunctionTool,

@@ -9,9 +9,10 @@ options raises :class:`ToolsetError`; the toolset is dropped with the upstream w
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,13 +62,70 @@ class Toolset:
 
 ToolsetBuilder = Callable[[ToolsetConfig, ToolContext], Toolset]
 
-TOOLSET_BUILDERS: dict[str, ToolsetBuilder] = {}
+BUILDER_MODULES: Mapping[str, str] = {
+    "a2a": "greenroom.agents.tools._a2a",
+    "api": "greenroom.agents.tools._api",
+    "background_agents": "greenroom.agents._background_tools",
+    "fetch": "greenroom.agents.tools._fetch",
+    "filesystem": "greenroom.agents.tools._filesystem",
+    "mcp": "greenroom.agents.mcp._toolset",
+    "memory": "greenroom.agents.tools._memory",
+    "model_picker": "greenroom.agents.tools._model_picker",
+    "openapi": "greenroom.agents.tools._openapi",
+    "script": "greenroom.agents.tools._script",
+    "shell": "greenroom.agents.tools._shell",
+    "tasks": "greenroom.agents.tools._tasks",
+    "think": "greenroom.agents.tools._think",
+    "todo": "greenroom.agents.tools._todo",
+    "user_prompt": "greenroom.agents.tools._user_prompt",
+}
+"""Where each toolset type's builder lives: its module registers it (``@register``) when it is
+imported, which happens on the first lookup of that type (so the MCP SDK, httpx and the HTML
+converters load only for an agent that uses ``mcp``, ``fetch``, ``api`` or ``openapi``)."""
+
+
+class Builders(Mapping[str, ToolsetBuilder]):
+    """Toolset ``type`` → builder, each builder's module imported on its first lookup.
+
+    Membership and iteration never import: a type is known when it has a module (or has been
+    registered).
+    """
+
+    def __init__(self, modules: Mapping[str, str]) -> None:
+        self._modules = dict(modules)
+        self._loaded: dict[str, ToolsetBuilder] = {}
+
+    def add(self, kind: str, builder: ToolsetBuilder) -> None:
+        self._loaded[kind] = builder
+        self._modules.setdefault(kind, builder.__module__)
+
+    def __getitem__(self, kind: str) -> ToolsetBuilder:
+        found = self._loaded.get(kind)
+        if found is None:
+            module = self._modules[kind]  # KeyError: an unknown type
+            importlib.import_module(module)
+            found = self._loaded.get(kind)
+            if found is None:
+                raise KeyError(kind)
+        return found
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._modules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+TOOLSET_BUILDERS = Builders(BUILDER_MODULES)
 """Toolset ``type`` → builder; a type is supported exactly when it has an entry here."""
 
 
 def register(kind: str) -> Callable[[ToolsetBuilder], ToolsetBuilder]:
     def add(builder: ToolsetBuilder) -> ToolsetBuilder:
-        TOOLSET_BUILDERS[kind] = builder
+        TOOLSET_BUILDERS.add(kind, builder)
         return builder
 
     return add

@@ -1,0 +1,88 @@
+"""What the entry points import: no vendor SDK, MCP, terminal UI or browser driver until an
+agent, a flag or a command needs it (issue 21). Each check runs in a fresh interpreter, so
+what another test imported does not count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "openai",
+    "anthropic",
+    "google.genai",
+    "botocore",
+    "boto3",
+    "mcp",
+    "prompt_toolkit",
+    "playwright",
+)
+
+
+def imported_after(code: str) -> list[str]:
+    """The HEAVY modules loaded once ``code`` ran in a fresh interpreter."""
+    probe = (
+        f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "greenroom.serve",
+        "greenroom.cli",
+        "greenroom.serve._server",  # the whole server: store, actors, agents, transport
+        "greenroom.agents.providers",
+        "greenroom.cluster",
+    ],
+)
+def test_the_entry_points_import_no_sdk(module: str) -> None:
+    assert imported_after(f"import {module}") == []
+
+
+def test_validating_and_serving_an_echo_agent_import_no_sdk() -> None:
+    code = """
+from pathlib import Path
+from greenroom.agents import bundled_agent_path, validate_files
+from greenroom.agents.providers import ModelConfig, make_provider
+from greenroom.agents.tools import TOOLSET_BUILDERS
+from greenroom.serve import ServeConfig, check_config
+validate_files([str(bundled_agent_path())])
+make_provider(ModelConfig(name="m", provider="echo", model="echo"))
+assert "mcp" in TOOLSET_BUILDERS and "fetch" in TOOLSET_BUILDERS
+TOOLSET_BUILDERS["think"]
+"""
+    assert imported_after(code) == []
+
+
+def test_a_provider_imports_its_sdk_when_it_is_made() -> None:
+    code = """
+from greenroom.agents.providers import ModelConfig, make_provider
+make_provider(ModelConfig(name="m", provider="anthropic", model="claude"), env={})
+"""
+    assert imported_after(code) == ["anthropic"]
+
+
+def test_the_mcp_toolset_imports_the_mcp_sdk_on_first_lookup() -> None:
+    code = """
+from greenroom.agents.tools import TOOLSET_BUILDERS
+TOOLSET_BUILDERS["mcp"]
+"""
+    assert imported_after(code) == ["mcp"]
+
+
+def test_the_lazy_provider_classes_resolve() -> None:
+    import greenroom.agents.providers as providers
+
+    assert providers.OpenAIProvider.__name__ == "OpenAIProvider"
+    assert "GoogleProvider" in dir(providers)
+    with pytest.raises(AttributeError):
+        _ = providers.NoSuchProvider
