@@ -72,8 +72,9 @@ def _require_same_agent(ctx: ActorContext, source: str, agent_name: str) -> None
     """Decision 0019: a session runs one agent file; a run naming another file, or another
     agent of it than the session's current one, is refused (409) naming both."""
     session = ctx.session
-    file = session.agent_file or (ctx.runtime_source if ctx.runtime is not None else "")
-    current = session.agent_name or ctx.agent_name()
+    built = ctx.runtime is not None
+    file = session.agent_file or (ctx.runtime_source if built else "")
+    current = session.agent_name or (ctx.agent_name() if built else "")
     if (file and source != file) or (agent_name and current and agent_name != current):
         ours = f"{file}/{current}" if current else file
         asked = f"{source}/{agent_name}" if agent_name else source
