@@ -510,10 +510,16 @@ async def test_steer_and_follow_up(browser: BrowserThread) -> None:
 def picker_flow(page: Page, url: str) -> None:
     open_page(page, url)
     agent = page.get_by_label("Agent", exact=True)
+    expect(agent).to_be_hidden()  # no session, no composer
+    page.get_by_role("button", name="New session").click()
     expect(agent.locator("option")).to_have_count(2)
+    expect(agent).to_have_value("default")
     agent.select_option("other")
-    new_session_and_send(page, "hi")
+    page.get_by_label("Message", exact=True).fill("hi")
+    page.get_by_role("button", name="Send").click()
     expect(page.get_by_role("log")).to_contain_text("from the other agent")
+    expect(agent).to_be_disabled()  # the session runs "other" now (decision 0019)
+    expect(agent).to_have_value("other")
     model = page.get_by_label("Model", exact=True)
     expect(model.locator("option", has_text="titles")).to_have_count(1)  # after the first turn
 

@@ -30,6 +30,9 @@ const page = {
   modelChoice: "", // a model picked for the next turn ("" = leave as is)
   pendingKey: "", // the request a dialog is open for
   connection: "connecting",
+  welcome: new Map(), // picker value -> the agent's welcome_message (when the listing has one)
+  hasRuntime: false, // the open session's runtime is built (its model picker can be asked)
+  messages: 0, // messages shown in the open session
 };
 
 // --- token ---------------------------------------------------------------------------------
@@ -80,6 +83,7 @@ const transcript = new Transcript($("transcript"), {
   agentInfo: (info) => {
     $("run-state").textContent = `${info.agent_name} (${info.model}) is working…`;
   },
+  inDoubt: () => loadInDoubt(page.current),
 });
 
 function showTitle(title) {
@@ -91,9 +95,17 @@ function showTitle(title) {
   }
 }
 
+const count = (n) => Number(n || 0).toLocaleString("en");
+
 function showUsage(usage) {
-  const parts = [`Tokens: ${usage.input_tokens || 0} in, ${usage.output_tokens || 0} out`];
-  if (usage.cost) parts.push(`cost $${Number(usage.cost).toFixed(4)}`);
+  const parts = [`Tokens: ${count(usage.input_tokens)} in, ${count(usage.output_tokens)} out`];
+  // cost may be null (the model's price is unknown) or 0: then it is not shown.
+  if (typeof usage.cost === "number" && usage.cost > 0) parts.push(`cost $${usage.cost.toFixed(4)}`);
+  if (usage.context_limit > 0) {
+    const used = usage.context_length || 0;
+    const share = Math.round((100 * used) / usage.context_limit);
+    parts.push(`context ${count(used)} / ${count(usage.context_limit)} (${share}%)`);
+  }
   $("usage").textContent = parts.join(" · ");
 }
 
@@ -103,11 +115,16 @@ function showRunning(running, agent) {
   $("run-state").textContent = running ? `${agent || "The agent"} is working…` : "";
 }
 
-function onFinished(text) {
+async function onFinished(text) {
   const reply = text.trim();
   $("announcer").textContent = reply ? `Reply finished: ${reply.slice(0, 300)}` : "Turn finished.";
-  refreshSessions();
-  loadModels(page.current);
+  const id = page.current;
+  page.hasRuntime = true;
+  await refreshSessions();
+  if (id !== page.current) return;
+  const entry = page.sessions.find((s) => s.id === id);
+  if (entry) showSessionAgent(entry);
+  loadModels(id);
 }
 
 function onExited() {
@@ -178,7 +195,16 @@ async function report(promise) {
 
 function showError(error) {
   const text = error instanceof ApiError ? error.message : String(error.message || error);
-  transcript.addNotice(`Could not do that: ${text}`, "error");
+  if (page.current) transcript.addNotice(`Could not do that: ${text}`, "error");
+  // Also above the composer, where it is seen however long the transcript is.
+  $("error-text").textContent = `Could not do that: ${text}`;
+  $("error-banner").hidden = false;
+  if (error && error.code === "needs_decision") loadInDoubt(page.current);
+}
+
+function clearError() {
+  $("error-banner").hidden = true;
+  $("error-text").textContent = "";
 }
 
 // --- sessions ------------------------------------------------------------------------------
@@ -202,7 +228,7 @@ function renderSessions() {
         "button",
         { type: "button", class: "session-link" },
         el("span", { class: "session-name" }, (s.starred ? "★ " : "") + label),
-        el("span", { class: "session-meta" }, `${when} · ${s.num_messages} messages`),
+        el("span", { class: "session-meta" }, sessionMeta(s, when)),
       );
       if (s.id === page.current) button.setAttribute("aria-current", "page");
       button.addEventListener("click", () => openSession(s.id));
@@ -212,6 +238,13 @@ function renderSessions() {
     items.push(el("li", { class: "hint" }, query ? "No session matches." : "No sessions yet."));
   }
   $("session-list").replaceChildren(...items);
+}
+
+function sessionMeta(s, when) {
+  const n = s.num_messages || 0;
+  const parts = [when, `${n} ${n === 1 ? "message" : "messages"}`];
+  if (s.agent_file) parts.push(agentLabel(s.agent_file, s.agent_name));
+  return parts.join(" · ");
 }
 
 async function newSession() {
@@ -224,6 +257,8 @@ async function newSession() {
 
 async function openSession(id) {
   if (!id) return;
+  showSessions(false);
+  clearError();
   if (page.current && page.current !== id) live.unsubscribe(page.current);
   page.current = id;
   page.modelChoice = "";
@@ -245,9 +280,13 @@ async function openSession(id) {
   $("composer").hidden = false;
   $("session-actions").hidden = false;
   const since = transcript.load(snapshot);
+  page.messages = (snapshot.messages || []).length;
+  page.hasRuntime = Boolean(snapshot.agent);
   const entry = page.sessions.find((s) => s.id === id);
-  $("star").setAttribute("aria-pressed", entry && entry.starred ? "true" : "false");
+  showStar(Boolean((entry && entry.starred) || snapshot.starred));
+  showSessionAgent(snapshot);
   renderSessions();
+  loadInDoubt(id);
   live.subscribe(id, since, {
     event: (seq, event) => {
       if (page.current === id) transcript.apply(seq, event);
@@ -267,6 +306,8 @@ function closeSessionView(message) {
   $("usage").textContent = "";
   $("composer").hidden = true;
   $("session-actions").hidden = true;
+  $("welcome").hidden = true;
+  $("in-doubt").hidden = true;
   $("empty-hint").hidden = false;
   $("empty-hint").textContent = message || "Start a new session, or pick one from the list.";
   renderSessions();
@@ -297,21 +338,29 @@ async function renameSession() {
   }
 }
 
-async function toggleStar() {
+function showStar(starred) {
   const button = $("star");
-  const starred = button.getAttribute("aria-pressed") !== "true";
-  if (await report(api.star(page.current, starred))) {
-    button.setAttribute("aria-pressed", starred ? "true" : "false");
+  button.setAttribute("aria-pressed", starred ? "true" : "false");
+  button.querySelector(".star-glyph").textContent = starred ? "★" : "☆";
+}
+
+async function toggleStar() {
+  if (!page.current) return;
+  const starred = $("star").getAttribute("aria-pressed") !== "true";
+  if ((await report(api.star(page.current, starred))) !== undefined) {
+    showStar(starred);
     await refreshSessions();
   }
 }
 
 async function deleteSession() {
+  if (!page.current) return;
   const answer = await askDecision({
     title: "Delete this session?",
     text: "Its whole history is removed. This cannot be undone.",
     details: $("session-title").textContent,
     subject: "",
+    reason: false,
     choices: [
       { kind: "keep", label: () => "Keep it", escape: true },
       { kind: "delete", label: () => "Delete" },
@@ -329,6 +378,10 @@ async function deleteSession() {
 
 // --- agents and models ---------------------------------------------------------------------
 
+function agentLabel(file, name) {
+  return name && name !== "root" ? `${file}: ${name}` : file;
+}
+
 async function loadAgents() {
   const sources = (await report(api.agents())) || [];
   const picker = $("agent-picker");
@@ -336,25 +389,69 @@ async function loadAgents() {
   for (const source of sources) {
     if (source.multi) {
       const config = await report(api.agent(source.name));
-      const names = Object.keys((config && config.agents) || {});
-      for (const name of names) options.push([`${source.name}/${name}`, `${source.name}: ${name}`]);
+      const agents = (config && config.agents) || {};
+      for (const [name, agent] of Object.entries(agents)) {
+        const value = `${source.name}/${name}`;
+        options.push([value, `${source.name}: ${name}`]);
+        const welcome = (agent && agent.welcome_message) || source.welcome_message;
+        if (welcome) page.welcome.set(value, welcome);
+      }
     } else {
       options.push([source.name, source.description ? `${source.name} — ${source.description}` : source.name]);
+      if (source.welcome_message) page.welcome.set(source.name, source.welcome_message);
     }
   }
   picker.replaceChildren(...options.map(([value, label]) => el("option", { value }, label)));
-  const preferred = options.find(([value]) => value === "default");
-  if (preferred) picker.value = preferred[0];
+  page.defaultAgent = (options.find(([value]) => value === "default") || options[0] || [""])[0];
+  picker.value = page.defaultAgent;
+  page.agentsLoaded = true;
+}
+
+/**
+ * The picker shows the open session's agent (decision 0019). A session that ran is locked to
+ * its agent: another agent needs a new session (the server refuses it with 409).
+ */
+function showSessionAgent(session) {
+  const picker = $("agent-picker");
+  const file = session.agent_file || "";
+  const name = session.agent_name || "";
+  if (!file) {
+    picker.disabled = false;
+    if (!picker.value || picker.dataset.locked) picker.value = page.defaultAgent || "";
+    delete picker.dataset.locked;
+    $("agent-hint").textContent = "";
+    showWelcome();
+    return;
+  }
+  let value = [...picker.options].some((o) => o.value === `${file}/${name}`) ? `${file}/${name}` : file;
+  if (![...picker.options].some((o) => o.value === value)) {
+    // An agent this server no longer lists (or the listing is not loaded yet): show it anyway.
+    value = name ? `${file}/${name}` : file;
+    picker.append(el("option", { value }, agentLabel(file, name)));
+  }
+  picker.value = value;
+  picker.disabled = true;
+  picker.dataset.locked = "true";
+  $("agent-hint").textContent = "This session's agent. Start a new session for another one.";
+  showWelcome();
+}
+
+function showWelcome() {
+  const text = page.messages === 0 ? page.welcome.get($("agent-picker").value) || "" : "";
+  $("welcome").textContent = text;
+  $("welcome").hidden = !text;
 }
 
 async function loadModels(id) {
   const picker = $("model-picker");
   let models = null;
-  try {
-    models = await api.models(id);
-  } catch {
-    models = null; // no runtime before the first turn, or a runtime without a picker
-  }
+  if (page.hasRuntime) {
+    try {
+      models = await api.models(id);
+    } catch {
+      models = null; // a runtime without a model picker
+    }
+  } // else: no runtime before the first turn, so nothing to ask (no 404 for every session)
   if (id !== page.current) return;
   const options = [el("option", { value: "" }, "the agent's model")];
   for (const model of (models && models.models) || []) {
@@ -371,6 +468,61 @@ function runTarget() {
   return value.split("/").map(encodeURIComponent).join("/");
 }
 
+// --- tool calls in doubt after a crash -------------------------------------------------------
+
+const DOUBT_ACTIONS = [
+  ["skip", "Skip", "it did not happen: tell the agent it was not run"],
+  ["rerun", "Run again", "run the tool once more now"],
+  ["done", "Mark done", "it happened: tell the agent it ran"],
+];
+
+async function loadInDoubt(id) {
+  if (!id) return;
+  let answer = null;
+  try {
+    answer = await api.inDoubt(id);
+  } catch {
+    answer = null;
+  }
+  if (id !== page.current) return;
+  const calls = (answer && answer.in_doubt) || [];
+  $("in-doubt").hidden = calls.length === 0;
+  $("in-doubt-list").replaceChildren(
+    ...calls.map((call) => {
+      const buttons = DOUBT_ACTIONS.map(([action, label, what]) => {
+        const button = el("button", { type: "button" }, label);
+        button.setAttribute("aria-label", `${label}: ${call.name} (${what})`);
+        button.addEventListener("click", () => decideInDoubt(id, call, action));
+        return button;
+      });
+      return el(
+        "li",
+        {},
+        el("p", { class: "who" }, `${call.name} (started ${new Date(call.started_at).toLocaleString()})`),
+        el("pre", { class: "code" }, prettyArguments(call.arguments)),
+        el("div", { class: "dialog-buttons" }, ...buttons),
+      );
+    }),
+  );
+}
+
+async function decideInDoubt(id, call, action) {
+  const done = await report(api.decide(id, call.tool_call_id, action));
+  if (done !== undefined) {
+    transcript.addNotice(`Decided ${call.name}: ${action}.`, "info");
+    clearError();
+  }
+  await loadInDoubt(id);
+  if (id === page.current) $("composer-input").focus();
+}
+
+// --- narrow screens: the session list behind a button ----------------------------------------
+
+function showSessions(open) {
+  document.body.classList.toggle("sessions-open", open);
+  $("toggle-sessions").setAttribute("aria-expanded", open ? "true" : "false");
+}
+
 // --- composer ------------------------------------------------------------------------------
 
 async function send({ queue = false } = {}) {
@@ -379,6 +531,7 @@ async function send({ queue = false } = {}) {
   const id = page.current;
   if (!text || !id) return;
   input.value = "";
+  clearError();
   let shown = null;
   try {
     if (queue) {
@@ -389,11 +542,17 @@ async function send({ queue = false } = {}) {
       transcript.addNotice(`Sent to the running turn: ${text}`, "info");
     } else {
       shown = transcript.addUser(text);
+      page.messages += 1;
+      $("welcome").hidden = true;
       await api.run(id, runTarget(), text, page.modelChoice);
       page.modelChoice = "";
     }
   } catch (error) {
-    if (shown) transcript.removeUser(shown);
+    if (shown) {
+      transcript.removeUser(shown);
+      page.messages -= 1;
+      showWelcome();
+    }
     if (!input.value) input.value = text;
     showError(error);
   }
@@ -414,6 +573,11 @@ function wire() {
   $("model-picker").addEventListener("change", (event) => {
     page.modelChoice = event.target.value;
   });
+  $("agent-picker").addEventListener("change", showWelcome);
+  $("error-dismiss").addEventListener("click", clearError);
+  $("toggle-sessions").addEventListener("click", () =>
+    showSessions(!document.body.classList.contains("sessions-open")),
+  );
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") refreshSessions(); // other tabs' changes
   });
@@ -432,6 +596,7 @@ async function boot() {
   await loadAgents();
   const wanted = decodeURIComponent(window.location.hash.slice(1));
   if (wanted) await openSession(wanted);
+  else if (window.matchMedia("(max-width: 40rem)").matches) showSessions(true);
 }
 
 boot();

@@ -43,6 +43,8 @@ export function askDecision(ask) {
   document.getElementById("decision-text").textContent = ask.text;
   document.getElementById("decision-details").textContent = ask.details;
   reason.value = "";
+  // Only a tool call's rejection sends a reason (a delete has none to send).
+  document.getElementById("decision-reason-field").hidden = ask.reason === false;
   return new Promise((resolve) => {
     const finish = (answer) => {
       closeDecision = null;

@@ -10,7 +10,7 @@ export class Transcript {
   /**
    * @param {HTMLElement} root  the role="log" element
    * @param {object} hooks  title(t), usage(u), running(bool, agent), pending(request|null),
-   *   finished(text), gap(), exited(), fork(ordinal), agentInfo(info)
+   *   finished(text), gap(), exited(), fork(ordinal), agentInfo(info), inDoubt()
    */
   constructor(root, hooks) {
     this.root = root;
@@ -177,6 +177,14 @@ export class Transcript {
         break;
       case "warning":
         this.addNotice(`Warning: ${event.message || ""}`, "warning");
+        break;
+      case "turn_interrupted":
+        this.closeAssistant();
+        this.addNotice("The server stopped during this turn; it was interrupted.", "warning");
+        break;
+      case "tool_call_in_doubt":
+      case "tool_call_decided":
+        if (this.hooks.inDoubt) this.hooks.inDoubt();
         break;
       case "max_iterations_reached":
         this.addNotice(`Stopped after ${event.max_iterations} iterations.`, "warning");
