@@ -403,33 +403,6 @@ async def test_keyboard_only(browser: BrowserThread) -> None:
             await browser.run(keyboard_flow, gr.url)
 
 
-def axe_scan(page: Page, url: str) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    open_page(page, url)
-    new_session_and_send(page, "list the files")
-    dialog = page.get_by_role("dialog", name="Approve tool call?")
-    expect(dialog).to_be_visible()
-    found = []
-    results = Axe().run(page)
-    assert len(results.response["passes"]) > 10  # axe really looked
-    found += [f"dialog open: {v['id']}: {v['help']}" for v in results.response["violations"]]
-    dialog.get_by_role("button", name="Approve", exact=True).click()
-    expect(page.get_by_role("log")).to_contain_text("Done looking.")
-    results = Axe().run(page)
-    found += [f"transcript: {v['id']}: {v['help']}" for v in results.response["violations"]]
-    return found
-
-
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-async def test_axe_reports_no_violations(browser: BrowserThread, scheme: str) -> None:
-    with trio.fail_after(DEADLINE):
-        async with open_greenroom(APPROVAL) as gr:
-            await gr.client.create_session(title="An older session")
-            violations = await browser.run(axe_scan, gr.url, scheme=scheme)
-    assert violations == []
-
-
 def gap_flow(page: Page, url: str, drop_and_flood: object) -> None:
     open_page(page, url)
     new_session_and_send(page, "hi there")

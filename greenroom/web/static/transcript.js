@@ -15,6 +15,17 @@ export class Transcript {
   constructor(root, hooks) {
     this.root = root;
     this.hooks = hooks;
+    // Follow the end while the reader is there: the box changes size as the page lays out
+    // (panels, the composer, the window), and a reader who scrolled up stays where they are.
+    this.atEnd = true;
+    this.scrolledTo = -1; // where the page itself last scrolled to (not the reader)
+    root.addEventListener("scroll", () => {
+      if (root.scrollTop === this.scrolledTo) return;
+      this.atEnd = root.scrollTop + root.clientHeight >= root.scrollHeight - 4;
+    });
+    new ResizeObserver(() => {
+      if (this.atEnd) this.scrollToEnd();
+    }).observe(root);
     this.reset();
   }
 
@@ -321,6 +332,8 @@ export class Transcript {
 
   scrollToEnd() {
     this.root.scrollTop = this.root.scrollHeight;
+    this.scrolledTo = this.root.scrollTop;
+    this.atEnd = true;
   }
 }
 
