@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 def _on_stream_started(app: ChatApp, event: Event) -> None:
     app.running = True
+    app.refresh_prompt()
 
 
 def _on_text(app: ChatApp, event: Event) -> None:
@@ -41,7 +42,9 @@ def _on_user_message(app: ChatApp, event: Event) -> None:
 
 def _on_usage(app: ChatApp, event: Event) -> None:
     usage = event.get("usage") or {}
-    app.usage = (usage.get("input_tokens", 0), usage.get("output_tokens", 0), usage.get("cost", 0))
+    cost = usage.get("cost")  # None: the price is unknown
+    app.usage = (usage.get("input_tokens", 0), usage.get("output_tokens", 0), cost or 0.0)
+    app.context = (usage.get("context_length") or 0, usage.get("context_limit") or 0)
 
 
 def _on_title(app: ChatApp, event: Event) -> None:
@@ -63,7 +66,17 @@ def _on_stopped(app: ChatApp, event: Event) -> None:
     tokens_in, tokens_out, _ = app.usage
     app.out.note(f"[{app.title or 'untitled'} | tokens {tokens_in} in / {tokens_out} out]")
     app.running = False
+    app.refresh_prompt()
     app.signal(event)
+
+
+def _on_interrupted(app: ChatApp, event: Event) -> None:
+    app.out.note("the server stopped during this turn: it was interrupted")
+
+
+def _on_in_doubt(app: ChatApp, event: Event) -> None:
+    name = ((event.get("tool_call") or {}).get("function") or {}).get("name", "?")
+    app.out.note(f"{name} is in doubt: decide it before the session runs again")
 
 
 def _on_exited(app: ChatApp, event: Event) -> None:
@@ -87,4 +100,6 @@ HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
     "warning": _on_warning,
     "stream_stopped": _on_stopped,
     "session_exited": _on_exited,
+    "turn_interrupted": _on_interrupted,
+    "tool_call_in_doubt": _on_in_doubt,
 }
