@@ -65,6 +65,8 @@ class ChatApp:
         self.title = ""
         self.usage = (0, 0, 0.0)
         self.context = (0, 0)  # (tokens used, the model's limit); 0: unknown
+        self.running_model = ""  # the model the last turn ran (agent_info)
+        self.welcome: dict[str, str] = {}  # agent source -> welcome_message, when listed
         self.connection = "connecting"
         self.running = False
         self.listed: list[dict[str, Any]] = []
@@ -185,10 +187,12 @@ class ChatApp:
         """A server without the agent asked for (or without ``default``): say so, take the
         first it lists, so the first message does not fail."""
         try:
-            names = [s["name"] for s in await self.client.agents()]
+            sources = await self.client.agents()
         except ClientError as exc:
             self.out.error(f"cannot list the agents: {exc}")
             return
+        names = [s["name"] for s in sources]
+        self.welcome = {s["name"]: s.get("welcome_message") or "" for s in sources}
         wanted = (self.agent or "default").partition("/")[0]
         if wanted in names or not names:
             return
@@ -277,8 +281,12 @@ class ChatApp:
         self.out.line(f"session: {self.title or 'untitled'} ({session_id})", "bold")
         if self.session_agent:
             self.out.note(f"agent: {self.session_agent}")
-        for item in snapshot.get("messages") or []:
+        messages = snapshot.get("messages") or []
+        for item in messages:
             self.show_stored(item)
+        welcome = self.welcome.get(self.run_agent.partition("/")[0], "")
+        if not messages and welcome:
+            self.out.line(welcome, "italic")
         await tasks.start(self.watch, session_id, snapshot.get("last_event_seq", 0))
         if self.running:
             tasks.start_soon(self.follow_turn)

@@ -115,9 +115,15 @@ async def _model(app: ChatApp, tasks: TaskGroup, arg: str) -> None:
     except ApiError as exc:
         app.out.note(f"no model picker yet ({exc.message}); run a turn first")
         return
+    running = app.running_model
     for model in picker.get("models", []):
         mark = "*" if model.get("is_current") else " "
-        app.out.line(f"{mark} {model['ref']}  ({model['name']})")
+        now = ""
+        if model.get("is_current") and running and running != model["ref"]:
+            now = f", now {running}"  # "auto" resolves to a model when the runtime is built
+        app.out.line(f"{mark} {model['ref']}  ({model['name']}{now})")
+    if running:
+        app.out.note(f"the last turn ran {running}")
 
 
 async def _steer(app: ChatApp, tasks: TaskGroup, arg: str) -> None:

@@ -70,6 +70,10 @@ def _on_stopped(app: ChatApp, event: Event) -> None:
     app.signal(event)
 
 
+def _on_agent_info(app: ChatApp, event: Event) -> None:
+    app.running_model = event.get("model", "")  # what runs, also when the file says "auto"
+
+
 def _on_interrupted(app: ChatApp, event: Event) -> None:
     app.out.note("the server stopped during this turn: it was interrupted")
 
@@ -101,5 +105,6 @@ HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
     "stream_stopped": _on_stopped,
     "session_exited": _on_exited,
     "turn_interrupted": _on_interrupted,
+    "agent_info": _on_agent_info,
     "tool_call_in_doubt": _on_in_doubt,
 }

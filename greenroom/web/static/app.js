@@ -151,7 +151,9 @@ async function onPending(request) {
     page.pendingKey = key;
     const answer = await askDecision({
       title: "Approve tool call?",
-      text: `The agent wants to run ${name} with these arguments:`,
+      text:
+        `The agent wants to run ${name} with these arguments:` +
+        (request.permission_rule ? ` (it asks because of ${request.permission_rule})` : ""),
       details: prettyArguments(call.function && call.function.arguments),
       subject: name,
       choices: TOOL_DECISIONS,
