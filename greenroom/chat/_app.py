@@ -290,7 +290,7 @@ class ChatApp:
         await tasks.start(self.watch, session_id, snapshot.get("last_event_seq", 0))
         if self.running:
             tasks.start_soon(self.follow_turn)
-        await self.offer_decisions(session_id)
+        tasks.start_soon(self.offer_decisions, session_id)  # answered at the input line
 
     async def offer_decisions(self, session_id: str) -> None:
         """A crash left tool calls in doubt: ask about each (the session runs again after)."""
@@ -299,8 +299,15 @@ class ChatApp:
         except ClientError:
             return
         for call in calls:
-            action = await decide_in_doubt(self, call)
-            await self.client.decide(session_id, call["tool_call_id"], action)
+            try:
+                action = await decide_in_doubt(self, call)
+                await self.client.decide(session_id, call["tool_call_id"], action)
+            except KeyboardInterrupt:
+                self.out.note("undecided: the session runs again once each call is decided")
+                return
+            except ClientError as exc:
+                self.out.error(str(exc))
+                return
             self.out.note(f"{call.get('name', '?')}: {action}")
 
     def show_stored(self, item: dict[str, Any]) -> None:
@@ -365,7 +372,7 @@ class ChatApp:
         except ApiError as exc:
             if exc.code == "needs_decision":
                 self.out.error(exc.message)
-                await self.offer_decisions(self.session_id)
+                tasks.start_soon(self.offer_decisions, self.session_id)
                 return
             raise
         self.model = ""

@@ -278,3 +278,45 @@ async def test_axe_finds_nothing_serious_in_any_dialog(browser: BrowserThread, s
         async with open_greenroom(DIALOGS, auth_token="s3cret") as gr:
             found = await browser.run(dialogs_flow, gr.url, scheme=scheme, viewport=WIDE)
     assert found == []
+
+
+# --- a crash left a tool call in doubt ---------------------------------------------------------
+
+
+def in_doubt_flow(page: Page, url: str, sid: str) -> list[str]:
+    open_page(page, f"{url}/#{sid}")
+    panel = page.get_by_role("region", name="The server stopped during a turn")
+    expect(panel).to_be_visible()
+    expect(panel).to_contain_text("deploy")
+    expect(panel).to_contain_text('"version": "1.2.3"')
+    expect(page.get_by_role("log")).to_contain_text("whether it ran is unknown")
+    found = serious(page, "tool call in doubt")
+    # Sending first: the refusal says why, and the panel is still there to act on.
+    page.get_by_label("Message", exact=True).fill("carry on")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("alert")).to_contain_text("in doubt")
+    panel.get_by_role("button", name=re.compile("^Run again: deploy")).click()
+    expect(panel).to_be_hidden()
+    expect(page.get_by_role("log")).to_contain_text("Decided deploy: rerun.")
+    expect(page.get_by_role("alert")).to_be_hidden()
+    page.get_by_label("Message", exact=True).fill("carry on")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("log")).to_contain_text("Deployed.")
+    return found
+
+
+async def test_a_call_in_doubt_is_decided_on_the_page(
+    browser: BrowserThread, tmp_path: Path
+) -> None:
+    from tests.in_doubt_support import deploy_agent, session_in_doubt
+
+    db = tmp_path / "gr.sqlite3"
+    with trio.fail_after(DEADLINE):
+        sid = await session_in_doubt(db)
+        async with open_greenroom(deploy_agent(), store="sqlite", db_path=db) as gr:
+            found = await browser.run(in_doubt_flow, gr.url, sid, viewport=WIDE)
+            assert await gr.client.in_doubt(sid) == []
+            messages = (await gr.client.session(sid))["messages"]
+    tools = [m["message"]["content"] for m in messages if m["message"]["role"] == "tool"]
+    assert tools[0] == "deployed 1.2.3 again"  # the rerun's result took the placeholder's place
+    assert found == []

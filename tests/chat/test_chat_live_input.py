@@ -4,12 +4,14 @@ in-process greenroom with scripted agents (real clock; every wait bounded)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import trio
 
 from greenroom.testing import ScriptedAgent, Tool, ToolCallContext, open_greenroom
 from tests.chat.support import Tmux, chat_command, tmux_or_skip
+from tests.in_doubt_support import deploy_agent, session_in_doubt
 
 pytestmark = pytest.mark.slow
 DEADLINE = 60
@@ -136,3 +138,21 @@ async def test_a_server_without_a_default_agent(tmux: Tmux) -> None:
             await tmux.wait_for(r"agent: from the only agent")
             [session] = await gr.client.sessions()
             assert session["agent_file"] == "solo"
+
+
+async def test_a_call_in_doubt_is_decided_at_the_prompt(tmux: Tmux, tmp_path: Path) -> None:
+    db = tmp_path / "gr.sqlite3"
+    with trio.fail_after(DEADLINE):
+        sid = await session_in_doubt(db)
+        async with open_greenroom(deploy_agent(), store="sqlite", db_path=db) as gr:
+            await tmux.start(*chat_command(gr.url, "--session", sid), env=ENV)
+            screen = await tmux.wait_for(r"^\[s\]kip \(it did not run\) / \[r\]erun / \[d\]one")
+            assert "the server stopped while deploy ran" in screen
+            assert '"version": "1.2.3"' in screen
+            await tmux.type("maybe")
+            await tmux.wait_for(r"answer s, r or d")
+            await tmux.type("d")
+            await tmux.wait_for(r"deploy: done")
+            assert await gr.client.in_doubt(sid) == []
+            await tmux.type("carry on")
+            await tmux.wait_for(r"agent: Deployed\.")
