@@ -48,7 +48,7 @@ async def session_in_doubt(db: Path) -> str:
     ``deploy`` call is in doubt after a crash."""
     inside = trio.Event()
     async with open_greenroom(deploy_agent(inside), store="sqlite", db_path=db) as gr:
-        sid = (await gr.client.create_session(title="Deploy"))["id"]
+        sid = str((await gr.client.create_session(title="Deploy"))["id"])
         await gr.client.run(sid, "deploy it")
         with trio.fail_after(10):
             await inside.wait()
