@@ -126,6 +126,9 @@ async def test_without_a_url_it_starts_its_own_server(tmux: Tmux, tmp_path: obje
         await tmux.wait_for(r"^you>", within=30)
         await tmux.type("hello embedded server")
         await tmux.wait_for(r"agent: Echo: hello embedded server")
+        await tmux.wait_for(END)
+        await tmux.type("/model")  # the file says "auto": say what it runs (issue 22)
+        await tmux.wait_for(r"the last turn ran echo/echo")
         await tmux.type("/quit")
         await tmux.wait_closed()  # the embedded server stopped and the program exited
 
