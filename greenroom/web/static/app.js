@@ -5,13 +5,15 @@
 
 import { api, ApiError, onUnauthorized, setToken, token } from "./api.js";
 import {
-  TOOL_DECISIONS,
   askDecision,
   askElicitation,
+  askToolCall,
   askText,
   dismissDecision,
   dismissElicitation,
 } from "./dialogs.js";
+import { AgentPicker, agentLabel } from "./agents.js";
+import { showInDoubt } from "./doubt.js";
 import { el } from "./dom.js";
 import { Live } from "./live.js";
 import { Transcript } from "./transcript.js";
@@ -30,7 +32,6 @@ const page = {
   modelChoice: "", // a model picked for the next turn ("" = leave as is)
   pendingKey: "", // the request a dialog is open for
   connection: "connecting",
-  welcome: new Map(), // picker value -> the agent's welcome_message (when the listing has one)
   hasRuntime: false, // the open session's runtime is built (its model picker can be asked)
   messages: 0, // messages shown in the open session
 };
@@ -70,6 +71,8 @@ const live = new Live(
     $("send").disabled = state === "offline";
   },
 );
+
+const agents = new AgentPicker($("agent-picker"), $("agent-hint"), $("welcome"));
 
 const transcript = new Transcript($("transcript"), {
   title: (title) => showTitle(title),
@@ -123,7 +126,7 @@ async function onFinished(text) {
   await refreshSessions();
   if (id !== page.current) return;
   const entry = page.sessions.find((s) => s.id === id);
-  if (entry) showSessionAgent(entry);
+  if (entry) agents.show(entry, page.messages);
   loadModels(id);
 }
 
@@ -144,25 +147,12 @@ async function onPending(request) {
   }
   const sessionId = page.current;
   if (request.type === "tool_call_confirmation") {
-    const call = request.tool_call || {};
-    const name = (call.function && call.function.name) || "a tool";
-    const key = `tool:${call.id}`;
+    const key = `tool:${(request.tool_call || {}).id}`;
     if (page.pendingKey === key) return;
     page.pendingKey = key;
-    const answer = await askDecision({
-      title: "Approve tool call?",
-      text:
-        `The agent wants to run ${name} with these arguments:` +
-        (request.permission_rule ? ` (it asks because of ${request.permission_rule})` : ""),
-      details: prettyArguments(call.function && call.function.arguments),
-      subject: name,
-      choices: TOOL_DECISIONS,
-    });
+    const decision = await askToolCall(request);
     if (page.pendingKey === key) page.pendingKey = "";
-    if (!answer || sessionId !== page.current) return;
-    const decision = { ...(answer.extra || {}), confirmation: answer.kind };
-    if (answer.kind === "reject" && answer.reason) decision.reason = answer.reason;
-    if (answer.kind === "approve-tool") decision.tool_name = name;
+    if (!decision || sessionId !== page.current) return;
     await report(api.resume(sessionId, decision));
   } else if (request.type === "elicitation_request") {
     const key = `elicit:${request.elicitation_id}`;
@@ -174,14 +164,6 @@ async function onPending(request) {
     await report(
       api.elicitation(sessionId, { ...answer, elicitation_id: request.elicitation_id || "" }),
     );
-  }
-}
-
-function prettyArguments(text) {
-  try {
-    return JSON.stringify(JSON.parse(text || "{}"), null, 2);
-  } catch {
-    return String(text);
   }
 }
 
@@ -286,7 +268,7 @@ async function openSession(id) {
   page.hasRuntime = Boolean(snapshot.agent);
   const entry = page.sessions.find((s) => s.id === id);
   showStar(Boolean((entry && entry.starred) || snapshot.starred));
-  showSessionAgent(snapshot);
+  agents.show(snapshot, page.messages);
   renderSessions();
   loadInDoubt(id);
   live.subscribe(id, since, {
@@ -380,70 +362,6 @@ async function deleteSession() {
 
 // --- agents and models ---------------------------------------------------------------------
 
-function agentLabel(file, name) {
-  return name && name !== "root" ? `${file}: ${name}` : file;
-}
-
-async function loadAgents() {
-  const sources = (await report(api.agents())) || [];
-  const picker = $("agent-picker");
-  const options = [];
-  for (const source of sources) {
-    if (source.multi) {
-      const config = await report(api.agent(source.name));
-      const agents = (config && config.agents) || {};
-      for (const [name, agent] of Object.entries(agents)) {
-        const value = `${source.name}/${name}`;
-        options.push([value, `${source.name}: ${name}`]);
-        const welcome = (agent && agent.welcome_message) || source.welcome_message;
-        if (welcome) page.welcome.set(value, welcome);
-      }
-    } else {
-      options.push([source.name, source.description ? `${source.name} — ${source.description}` : source.name]);
-      if (source.welcome_message) page.welcome.set(source.name, source.welcome_message);
-    }
-  }
-  picker.replaceChildren(...options.map(([value, label]) => el("option", { value }, label)));
-  page.defaultAgent = (options.find(([value]) => value === "default") || options[0] || [""])[0];
-  picker.value = page.defaultAgent;
-  page.agentsLoaded = true;
-}
-
-/**
- * The picker shows the open session's agent (decision 0019). A session that ran is locked to
- * its agent: another agent needs a new session (the server refuses it with 409).
- */
-function showSessionAgent(session) {
-  const picker = $("agent-picker");
-  const file = session.agent_file || "";
-  const name = session.agent_name || "";
-  if (!file) {
-    picker.disabled = false;
-    if (!picker.value || picker.dataset.locked) picker.value = page.defaultAgent || "";
-    delete picker.dataset.locked;
-    $("agent-hint").textContent = "";
-    showWelcome();
-    return;
-  }
-  let value = [...picker.options].some((o) => o.value === `${file}/${name}`) ? `${file}/${name}` : file;
-  if (![...picker.options].some((o) => o.value === value)) {
-    // An agent this server no longer lists (or the listing is not loaded yet): show it anyway.
-    value = name ? `${file}/${name}` : file;
-    picker.append(el("option", { value }, agentLabel(file, name)));
-  }
-  picker.value = value;
-  picker.disabled = true;
-  picker.dataset.locked = "true";
-  $("agent-hint").textContent = "This session's agent. Start a new session for another one.";
-  showWelcome();
-}
-
-function showWelcome() {
-  const text = page.messages === 0 ? page.welcome.get($("agent-picker").value) || "" : "";
-  $("welcome").textContent = text;
-  $("welcome").hidden = !text;
-}
-
 async function loadModels(id) {
   const picker = $("model-picker");
   let models = null;
@@ -465,18 +383,7 @@ async function loadModels(id) {
   if (page.modelChoice) picker.value = page.modelChoice;
 }
 
-function runTarget() {
-  const value = $("agent-picker").value || "default";
-  return value.split("/").map(encodeURIComponent).join("/");
-}
-
 // --- tool calls in doubt after a crash -------------------------------------------------------
-
-const DOUBT_ACTIONS = [
-  ["skip", "Skip", "it did not happen: tell the agent it was not run"],
-  ["rerun", "Run again", "run the tool once more now"],
-  ["done", "Mark done", "it happened: tell the agent it ran"],
-];
 
 async function loadInDoubt(id) {
   if (!id) return;
@@ -488,24 +395,8 @@ async function loadInDoubt(id) {
   }
   if (id !== page.current) return;
   const calls = (answer && answer.in_doubt) || [];
-  $("in-doubt").hidden = calls.length === 0;
-  $("in-doubt-list").replaceChildren(
-    ...calls.map((call) => {
-      const buttons = DOUBT_ACTIONS.map(([action, label, what]) => {
-        const button = el("button", { type: "button" }, label);
-        button.setAttribute("aria-label", `${label}: ${call.name} (${what})`);
-        button.addEventListener("click", () => decideInDoubt(id, call, action));
-        return button;
-      });
-      return el(
-        "li",
-        {},
-        el("p", { class: "who" }, `${call.name} (started ${new Date(call.started_at).toLocaleString()})`),
-        el("pre", { class: "code" }, prettyArguments(call.arguments)),
-        el("div", { class: "dialog-buttons" }, ...buttons),
-      );
-    }),
-  );
+  const decide = (call, action) => decideInDoubt(id, call, action);
+  showInDoubt($("in-doubt"), $("in-doubt-list"), calls, decide);
 }
 
 async function decideInDoubt(id, call, action) {
@@ -546,14 +437,14 @@ async function send({ queue = false } = {}) {
       shown = transcript.addUser(text);
       page.messages += 1;
       $("welcome").hidden = true;
-      await api.run(id, runTarget(), text, page.modelChoice);
+      await api.run(id, agents.target(), text, page.modelChoice);
       page.modelChoice = "";
     }
   } catch (error) {
     if (shown) {
       transcript.removeUser(shown);
       page.messages -= 1;
-      showWelcome();
+      agents.showWelcome(page.messages);
     }
     if (!input.value) input.value = text;
     showError(error);
@@ -575,7 +466,7 @@ function wire() {
   $("model-picker").addEventListener("change", (event) => {
     page.modelChoice = event.target.value;
   });
-  $("agent-picker").addEventListener("change", showWelcome);
+  $("agent-picker").addEventListener("change", () => agents.showWelcome(page.messages));
   $("error-dismiss").addEventListener("click", clearError);
   $("toggle-sessions").addEventListener("click", () =>
     showSessions(!document.body.classList.contains("sessions-open")),
@@ -595,7 +486,7 @@ async function boot() {
   wire();
   await refreshSessions();
   live.start();
-  await loadAgents();
+  await agents.load(api, report);
   const wanted = decodeURIComponent(window.location.hash.slice(1));
   if (wanted) await openSession(wanted);
   else if (window.matchMedia("(max-width: 40rem)").matches) showSessions(true);

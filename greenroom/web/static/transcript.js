@@ -2,7 +2,7 @@
 // log through one idempotent reducer, apply(seq, event), that skips what it has seen.
 // Model and tool output is untrusted: everything is rendered as text nodes, never as HTML.
 
-import { el } from "./dom.js";
+import { el, prettyJson } from "./dom.js";
 
 const QUIET = new Set(["session_title", "warning", "token_usage", "agent_info"]);
 
@@ -334,14 +334,5 @@ export class Transcript {
     this.root.scrollTop = this.root.scrollHeight;
     this.scrolledTo = this.root.scrollTop;
     this.atEnd = true;
-  }
-}
-
-function prettyJson(text) {
-  if (!text) return "{}";
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return String(text);
   }
 }
