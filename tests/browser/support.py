@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -19,7 +20,11 @@ from playwright.sync_api import (
 )
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
+# Screenshots and failure evidence: the test output directory when one is given, else the
+# checkout's .artifacts/ (ignored by git).
+ARTIFACTS = Path(
+    os.environ.get("GREENROOM_TEST_OUTPUT") or Path(__file__).resolve().parents[2] / ".artifacts"
+)
 T = TypeVar("T")
 
 

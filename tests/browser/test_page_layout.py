@@ -320,3 +320,37 @@ async def test_a_call_in_doubt_is_decided_on_the_page(
     tools = [m["message"]["content"] for m in messages if m["message"]["role"] == "tool"]
     assert tools[0] == "deployed 1.2.3 again"  # the rerun's result took the placeholder's place
     assert found == []
+
+
+# --- keyboard on a phone -----------------------------------------------------------------------
+
+
+def phone_keyboard(page: Page, url: str) -> None:
+    open_page(page, url)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to the message box")).to_be_focused()
+    page.keyboard.press("Tab")
+    toggle = page.get_by_role("button", name="Sessions", exact=True)
+    expect(toggle).to_be_focused()
+    outline = toggle.evaluate("b => getComputedStyle(b).outlineStyle")
+    assert outline != "none", outline  # the focus is visible
+    page.keyboard.press("Enter")  # the list closes: nothing to open yet but a new session
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    page.keyboard.press("Enter")
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="New session")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    page.keyboard.type("hi")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("log")).to_contain_text(LONG_REPLY[:40])
+    on_screen(page, "Send")
+    no_sideways_scroll(page)
+
+
+async def test_a_phone_works_by_keyboard(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(CHATTY) as gr:
+            await browser.run(phone_keyboard, gr.url, viewport=PHONE)
