@@ -125,6 +125,9 @@ class ChatApp:
     async def answer(self, prompt: str) -> str:
         """The next line typed, for a question a waiting turn asks (the input loop reads it)."""
         question = _Question(prompt)
+        if self._prompt is not None:
+            sys.stdout.flush()
+            await anyio.sleep(0.05)  # the proxy's thread prints what came before the question
         self.question = question
         if self._prompt is None:
             self.out.line(prompt)  # a plain terminal's prompt was printed before the question
@@ -148,12 +151,17 @@ class ChatApp:
         if self._prompt is None:
             yield
             return
-        from prompt_toolkit.patch_stdout import patch_stdout
+        from prompt_toolkit.patch_stdout import StdoutProxy
 
         self.out.hold_lines = True
         self.out.on_partial = self.refresh_prompt
         try:
-            with patch_stdout(raw=True):
+            # patch_stdout, without its 0.2 s pause between writes: a question's lines are
+            # on the screen before its prompt is.
+            with (
+                StdoutProxy(raw=True, sleep_between_writes=0.0) as proxy,
+                contextlib.redirect_stdout(proxy),
+            ):
                 yield
         finally:
             self.out.end_stream()
