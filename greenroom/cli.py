@@ -276,7 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("GREENROOM_AUTH_TOKEN", ""),
         help="the server's access token (default: $GREENROOM_AUTH_TOKEN)",
     )
-    chat.add_argument("--agent", default="default", help="agent source[/agent name] for turns")
+    chat.add_argument(
+        "--agent",
+        default="",
+        help="agent source[/agent name] for new sessions (default: default, else the first)",
+    )
     chat.add_argument("--session", default="", help="open this session id at once")
     chat.add_argument(
         "--db",

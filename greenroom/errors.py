@@ -29,6 +29,7 @@ WebSocket error frames happens in exactly one place: here.
     ├── SessionNotRunning                409 session_not_running
     ├── NoPendingRequest                 409 no_pending_request
     ├── NeedsDecision                    409 needs_decision      (tool calls in doubt)
+    ├── AgentMismatch                    409 agent_mismatch      (the run names another agent)
     ├── PayloadTooLarge                  413 payload_too_large
     ├── UnsupportedMediaType             415 unsupported_media_type
     ├── HostNotAllowed                   421 host_not_allowed    (DNS rebinding guard)
@@ -72,6 +73,7 @@ from typing import ClassVar
 
 __all__ = [
     "AgentConfigError",
+    "AgentMismatch",
     "AgentNotFound",
     "AgentSourceUnavailable",
     "AgentSwitchFailed",
@@ -283,6 +285,14 @@ class NeedsDecision(GreenroomError):
         "tool calls of an interrupted turn are in doubt; decide each one first "
         "(POST /api/sessions/{id}/recovery/decisions)"
     )
+
+
+class AgentMismatch(GreenroomError):
+    """A run names another agent file or agent than the session runs (decision 0019)."""
+
+    status = 409
+    code = "agent_mismatch"
+    default_message = "this session runs another agent; start a new session for this one"
 
 
 class PayloadTooLarge(GreenroomError):

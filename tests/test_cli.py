@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,27 @@ def test_a_bad_agent_file_is_refused_before_the_server_loads(
     assert main(["serve", str(bad), "--port", "0", "--db", ":memory:"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"greenroom: {bad}:2: ") and err.count("\n") == 1
+
+
+def test_serve_reports_every_bad_agent_file_once(tmp_path: Path) -> None:
+    """Issue 22: each fault printed once (not logged and printed), and every bad file of a
+    directory reported, not only the first."""
+    (tmp_path / "a.yaml").write_text(
+        'version: "2"\nagents:\n  root:\n    model: echo/echo\n    bogus_key: 1\n'
+    )
+    (tmp_path / "b.yaml").write_text('version: "2"\nagents:\n  root:\n    instruction: [\n')
+    (tmp_path / "c.yaml").write_text(
+        'version: "2"\nagents:\n  root:\n    model: echo/echo\n    instruction: fine\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "greenroom.cli", "serve", str(tmp_path), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    err = done.stderr
+    assert err.count("a.yaml:5: agents.root.bogus_key: unknown key") == 1, err
+    assert err.count("b.yaml:") == 1, err
+    assert "c.yaml" not in err

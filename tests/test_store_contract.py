@@ -173,6 +173,8 @@ def rich_session() -> Session:
         custom_models_used=("openai/gpt-4o",),
         starred=True,
         attributes={"team": "blue", "ticket": "GR-1"},
+        agent_file="team.yaml",
+        agent_name="helper",
     )
 
 
@@ -550,6 +552,21 @@ async def test_metadata_setters(store: Store) -> None:
     assert got.permissions is None
     assert got.starred is False
     assert await store.titles() == ["after"]
+
+
+async def test_the_sessions_agent_is_stored_and_listed(store: Store) -> None:
+    """Decision 0019: the agent file and agent name round-trip and appear in the listing."""
+    stored = await store.add_session(session("s", 0, msg("user", "x")))
+    assert (stored.agent_file, stored.agent_name) == ("", "")
+    (listed,) = await store.list_sessions()
+    assert (listed.agent_file, listed.agent_name) == ("", "")
+    await store.update_session(attrs.evolve(stored, agent_file="shell.yaml", agent_name="root"))
+    got = await store.get_session("s")
+    assert (got.agent_file, got.agent_name) == ("shell.yaml", "root")
+    (listed,) = await store.list_sessions()
+    assert (listed.agent_file, listed.agent_name) == ("shell.yaml", "root")
+    await store.update_session(attrs.evolve(got, agent_name="planner"))
+    assert (await store.get_session("s")).agent_name == "planner"
 
 
 async def test_metadata_setters_on_an_unknown_session(store: Store) -> None:

@@ -14,6 +14,7 @@ import trio
 from greenroom.agents import ModelChoice, Runtime, supports_compact
 from greenroom.domain import ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
+    AgentMismatch,
     CompactionNotSupported,
     GreenroomError,
     InvalidMessageId,
@@ -66,6 +67,31 @@ def _require_decided(ctx: ActorContext) -> None:
             f"tool calls of an interrupted turn are in doubt ({calls}): decide each one at "
             f"POST /api/sessions/{ctx.id}/recovery/decisions before running again"
         )
+
+
+def _require_same_agent(ctx: ActorContext, source: str, agent_name: str) -> None:
+    """Decision 0019: a session runs one agent file; a run naming another file, or another
+    agent of it than the session's current one, is refused (409) naming both."""
+    session = ctx.session
+    built = ctx.runtime is not None
+    file = session.agent_file or (ctx.runtime_source if built else "")
+    current = session.agent_name or (ctx.agent_name() if built else "")
+    if (file and source != file) or (agent_name and current and agent_name != current):
+        ours = f"{file}/{current}" if current else file
+        asked = f"{source}/{agent_name}" if agent_name else source
+        raise AgentMismatch(
+            f'session {ctx.id} runs agent "{ours}"; this run names "{asked}": '
+            f'run "{ours}" here, or start a new session for "{asked}"'
+        )
+
+
+async def _record_agent(ctx: ActorContext, source: str, runtime: Runtime) -> None:
+    """Store the session's agent at its first run and after an agent switch."""
+    name = runtime.current_agent().name
+    session = ctx.session
+    file = source or session.agent_file
+    if (session.agent_file, session.agent_name) != (file, name):
+        await ctx.live.update(None, agent_file=file, agent_name=name)
 
 
 def _require_runtime(ctx: ActorContext) -> Runtime:
@@ -183,11 +209,14 @@ async def _apply_model(
 async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
     _require_idle(ctx)  # before any mutation: a refused run changes nothing
     _require_decided(ctx)
-    runtime = runtime_for(ctx, cmd.source, cmd.agent_name)
+    _require_same_agent(ctx, cmd.source, cmd.agent_name)
+    # A session that ran before goes on with its agent (after a restart too).
+    runtime = runtime_for(ctx, cmd.source, cmd.agent_name or ctx.session.agent_name)
     undo = await _apply_model(ctx, runtime, cmd.model) if cmd.model else None
     turn = c.Turn(trio.CancelScope(), None, cmd.on_disconnect)
     try:
         messages = await apply_agent_switch_commands(runtime, cmd.messages)
+        await _record_agent(ctx, ctx.runtime_source or cmd.source, runtime)
         stamped = tuple(
             Message(chat if chat.created_at else attrs.evolve(chat, created_at=utcnow()))
             for chat in messages

@@ -49,6 +49,7 @@ class Verdict:
     decision: Decision
     source: str
     message: str = ""  # the tool error text for a refusal
+    rule: str = ""  # for a person: the pattern or policy that decided (``ask: shell (…)``)
 
 
 SESSION_RULES = "session permissions"
@@ -149,6 +150,10 @@ def _any(patterns: Iterable[str], name: str, arguments: Mapping[str, Any] | None
     return any(matches(p, name, arguments) for p in patterns)
 
 
+def _first(patterns: Iterable[str], name: str, arguments: Mapping[str, Any] | None) -> str:
+    return next((p for p in patterns if matches(p, name, arguments)), "")
+
+
 def rule_verdict(
     name: str, arguments: Mapping[str, Any] | None, rules: Iterable[tuple[str, Permissions | None]]
 ) -> Verdict | None:
@@ -163,8 +168,9 @@ def rule_verdict(
             )
         if _any(perms.allow, name, arguments):
             return Verdict(Decision.ALLOW, f"{key}_permissions_allow")
-        if _any(perms.ask, name, arguments):
-            return Verdict(Decision.ASK, f"{key}_permissions_ask")
+        asking = _first(perms.ask, name, arguments)
+        if asking:
+            return Verdict(Decision.ASK, f"{key}_permissions_ask", rule=f"ask: {asking} ({label})")
     return None
 
 
@@ -208,4 +214,5 @@ def decide(
             "mode_restricted",
             f"Tool '{name}' is denied by the session's restricted safety policy.",
         )
-    return Verdict(Decision.ASK, f"mode_{policy or 'default'}")
+    rule = f"no rule allows {name}, and the safety policy ({policy or 'default'}) asks"
+    return Verdict(Decision.ASK, f"mode_{policy or 'default'}", rule=rule)

@@ -224,7 +224,7 @@ class ToolCalls:
             if hooks is not None and hooks.has("on_user_input"):
                 outcome = await hooks.run("on_user_input", {"session_id": io.session.id})
                 await _hook_notes(io, agent_name, outcome)
-            answer = await self._ask(io, agent_name, item)
+            answer = await self._ask(io, agent_name, item, verdict.rule)
             if not is_approval(answer):
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
@@ -269,9 +269,11 @@ class ToolCalls:
             return item.failure or ToolResult("", is_error=True)
         return await _invoke(item.tool, item, "")
 
-    async def _ask(self, io: TurnIO, agent_name: str, item: Prepared) -> ResumeRequest:
+    async def _ask(
+        self, io: TurnIO, agent_name: str, item: Prepared, rule: str = ""
+    ) -> ResumeRequest:
         call = item.call
-        event = ToolCallConfirmation(call, item.definition, agent_name, io.session.id)
+        event = ToolCallConfirmation(call, item.definition, agent_name, io.session.id, rule)
         timed_out = False
         answer: ResumeRequest | None = None
         with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:

@@ -14,7 +14,7 @@ from ._app import ChatApp as ChatApp
 from ._output import Output as Output
 
 
-def run_chat(url: str, *, token: str = "", agent: str = "default", session_id: str = "") -> int:
+def run_chat(url: str, *, token: str = "", agent: str = "", session_id: str = "") -> int:
     """Run the chat REPL against the server at ``url`` until the user quits; the exit code."""
 
     async def main() -> int:

@@ -20,7 +20,8 @@ HELP = """commands:
   /agent [NAME]        show or pick the agent   /model [REF]  show or pick the model
   /steer TEXT          steer a running turn     /followup TEXT  queue for after the turn
   /cancel              cancel a running turn    /help, /quit
-Ctrl-C during a turn cancels it; Ctrl-D quits."""
+While a turn runs, a line you type steers it (the prompt says steer>); Ctrl-C or /cancel
+cancels it; Ctrl-D quits."""
 
 
 class Quit(Exception):
@@ -90,13 +91,17 @@ async def _agent(app: ChatApp, tasks: TaskGroup, arg: str) -> None:
     sources = await app.client.agents()
     if not arg:
         for source in sources:
-            mark = "*" if app.agent.partition("/")[0] == source["name"] else " "
+            mark = "*" if app.run_agent.partition("/")[0] == source["name"] else " "
             app.out.line(f"{mark} {source['name']}: {source.get('description', '')}")
         return
     if arg.partition("/")[0] not in {s["name"] for s in sources}:
         app.out.error(f"no agent source {arg.partition('/')[0]!r} (/agent lists them)")
         return
     app.agent = arg
+    if app.session_agent and app.session_agent != arg:
+        # Decision 0019: a session keeps its agent; another agent is another session.
+        app.out.note(f"agent: {arg} for new sessions (/new); this one runs {app.session_agent}")
+        return
     app.out.note(f"agent: {arg} (from the next turn)")
 
 
@@ -110,14 +115,23 @@ async def _model(app: ChatApp, tasks: TaskGroup, arg: str) -> None:
     except ApiError as exc:
         app.out.note(f"no model picker yet ({exc.message}); run a turn first")
         return
+    running = app.running_model
     for model in picker.get("models", []):
         mark = "*" if model.get("is_current") else " "
-        app.out.line(f"{mark} {model['ref']}  ({model['name']})")
+        now = ""
+        if model.get("is_current") and running and running != model["ref"]:
+            now = f", now {running}"  # "auto" resolves to a model when the runtime is built
+        app.out.line(f"{mark} {model['ref']}  ({model['name']}{now})")
+    if running:
+        app.out.note(f"the last turn ran {running}")
 
 
 async def _steer(app: ChatApp, tasks: TaskGroup, arg: str) -> None:
+    if not app.running:
+        app.out.note("no turn is running: send it as a message instead")
+        return
     await app.client.steer(app.session_id, arg)
-    app.out.note("sent to the running turn")
+    app.out.note(f"steering the running turn: {arg}")
 
 
 async def _followup(app: ChatApp, tasks: TaskGroup, arg: str) -> None:

@@ -20,6 +20,7 @@ def context_use(length: int, limit: int) -> str:
 
 def _on_stream_started(app: ChatApp, event: Event) -> None:
     app.running = True
+    app.refresh_prompt()
 
 
 def _on_text(app: ChatApp, event: Event) -> None:
@@ -81,7 +82,21 @@ def _on_stopped(app: ChatApp, event: Event) -> None:
         f"[{app.title or 'untitled'} | tokens {tokens_in} in / {tokens_out} out{spent}{used}]"
     )
     app.running = False
+    app.refresh_prompt()
     app.signal(event)
+
+
+def _on_agent_info(app: ChatApp, event: Event) -> None:
+    app.running_model = event.get("model", "")  # what runs, also when the file says "auto"
+
+
+def _on_interrupted(app: ChatApp, event: Event) -> None:
+    app.out.note("the server stopped during this turn: it was interrupted")
+
+
+def _on_in_doubt(app: ChatApp, event: Event) -> None:
+    name = ((event.get("tool_call") or {}).get("function") or {}).get("name", "?")
+    app.out.note(f"{name} is in doubt: decide it before the session runs again")
 
 
 def _on_exited(app: ChatApp, event: Event) -> None:
@@ -107,4 +122,7 @@ HANDLERS: dict[str, Callable[[ChatApp, Event], None]] = {
     "hook_blocked": _on_hook_blocked,
     "stream_stopped": _on_stopped,
     "session_exited": _on_exited,
+    "turn_interrupted": _on_interrupted,
+    "agent_info": _on_agent_info,
+    "tool_call_in_doubt": _on_in_doubt,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -25,10 +26,13 @@ def plain_terminal(stream: TextIO = sys.stdout) -> bool:
 
 
 class Output:
-    def __init__(self, stream: TextIO = sys.stdout) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
+        stream = stream if stream is not None else sys.stdout
         no_color = bool(os.environ.get("NO_COLOR")) or plain_terminal(stream)
         self.console = Console(
-            file=stream,
+            # None: whatever sys.stdout is when printing (prompt_toolkit's patch_stdout
+            # replaces it while the input line is open).
+            file=None if stream is sys.stdout else stream,
             no_color=no_color,
             highlight=False,
             emoji=False,
@@ -38,6 +42,12 @@ class Output:
         self._stream = stream
         self._mid_line = False  # streamed text printed without its newline yet
         self._mode = ""  # "text" or "reasoning" while streaming
+        # Beside an open input line a half-printed line would be drawn over by the prompt:
+        # then streamed text prints a whole line at a time, and the line in progress is shown
+        # by the prompt itself (``partial``; ``on_partial`` redraws it).
+        self.hold_lines = False
+        self.partial = ""
+        self.on_partial: Callable[[], None] = lambda: None
 
     def line(self, text: str, style: str = "") -> None:
         """One whole line (ends a streamed reply's line first)."""
@@ -52,6 +62,9 @@ class Output:
 
     def token(self, text: str, *, reasoning: bool = False) -> None:
         """Streamed text, printed at once (reasoning is marked ``thinking:``)."""
+        if self.hold_lines:
+            self._held_token(text, reasoning)
+            return
         mode = "reasoning" if reasoning else "text"
         if mode != self._mode:
             self.end_stream()
@@ -59,10 +72,26 @@ class Output:
             self.console.print(Text(label, style="dim" if reasoning else "bold"), end="")
             self._mode = mode
         self.console.print(Text(text, style="dim" if reasoning else ""), end="")
-        self._stream.flush()
+        self.console.file.flush()
         self._mid_line = not text.endswith("\n")
 
+    def _held_token(self, text: str, reasoning: bool) -> None:
+        mode = "reasoning" if reasoning else "text"
+        if mode != self._mode:
+            self.end_stream()
+            self.partial = "thinking: " if reasoning else "agent: "
+            self._mode = mode
+        *done, rest = (self.partial + text).split("\n")
+        for line in done:
+            self.console.print(Text(line, style="dim" if reasoning else ""))
+        self.partial = rest
+        self.on_partial()
+
     def end_stream(self) -> None:
+        if self.partial:
+            partial, self.partial = self.partial, ""
+            self.console.print(Text(partial, style="dim" if self._mode == "reasoning" else ""))
+            self.on_partial()
         if self._mid_line:
             self.console.print()
         self._mid_line = False

@@ -230,6 +230,25 @@ class GreenroomClient:
             body["elicitation_id"] = elicitation_id
         await self._call("POST", f"/api/sessions/{_q(session_id)}/elicitation", body)
 
+    # --- after a crash: tool calls in doubt --------------------------------------------------
+
+    async def in_doubt(self, session_id: str) -> list[dict[str, Any]]:
+        """The tool calls a crash left in doubt (each with ``tool_call_id``, ``name``,
+        ``arguments``, ``started_at``); empty when the session may run."""
+        result = await self._call("GET", f"/api/sessions/{_q(session_id)}/recovery/decisions")
+        return list(result.get("in_doubt") or [])
+
+    async def decide(
+        self, session_id: str, tool_call_id: str, action: str, *, result: str | None = None
+    ) -> dict[str, Any]:
+        """Decide a call in doubt: ``skip`` (it did not happen), ``rerun`` (run it again now;
+        answers once it ran) or ``done`` (it happened; ``result`` if known)."""
+        body: dict[str, Any] = {"tool_call_id": tool_call_id, "action": action}
+        if result is not None:
+            body["result"] = result
+        path = f"/api/sessions/{_q(session_id)}/recovery/decisions"
+        return await self._call("POST", path, body)  # type: ignore[no-any-return]
+
     # --- events ------------------------------------------------------------------------------
 
     @asynccontextmanager

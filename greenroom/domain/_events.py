@@ -62,6 +62,8 @@ class ToolCallConfirmation:
     tool_definition: Any = None
     agent_name: str = ""
     session_id: str = ""
+    # greenroom addition: the permission rule or safety policy that asks, for the person
+    permission_rule: str = ""
 
 
 @attrs.frozen

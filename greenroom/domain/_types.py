@@ -211,6 +211,10 @@ class Session:
     parent_id: str = ""
     attributes: Mapping[str, str] = attrs.field(factory=frozen_map, converter=frozen_map)
     approvals: tuple[Approval, ...] = ()
+    # The agent the session runs (decision 0019): its agent file (source) and the agent in it,
+    # stored at the first run and on every agent switch; "" before the first run.
+    agent_file: str = ""
+    agent_name: str = ""
 
     @classmethod
     def new(cls, *, session_id: str | None = None, **fields: object) -> Session:
@@ -233,3 +237,5 @@ class SessionSummary:
     output_tokens: int
     working_dir: str = ""
     starred: bool = False  # greenroom addition: lets a client show stars in its list
+    agent_file: str = ""  # greenroom addition: the session's agent (decision 0019)
+    agent_name: str = ""

@@ -137,6 +137,8 @@ class MemoryStore(MemoryJournal):
                 output_tokens=s.output_tokens,
                 working_dir=s.working_dir,
                 starred=s.starred,
+                agent_file=s.agent_file,
+                agent_name=s.agent_name,
             )
             for s in roots
         ]

@@ -216,7 +216,8 @@ def list_sessions(conn: Conn) -> list[SessionSummary]:
     counts = {r[0]: int(r[1]) for r in conn.execute(_COUNT_VISIBLE).fetchall()}
     rows = conn.execute(
         "SELECT inserted, session_id, title, created_at, input_tokens, output_tokens,"
-        " working_dir, starred FROM gr_sessions WHERE parent_id IS NULL AND deleted_at IS NULL"
+        " working_dir, starred, agent_file, agent_name FROM gr_sessions"
+        " WHERE parent_id IS NULL AND deleted_at IS NULL"
     ).fetchall()
     # As on SQLite: sorted on the parsed time (RFC 3339 texts do not sort in time order), the
     # row inserted last first among equal times.
@@ -232,6 +233,8 @@ def list_sessions(conn: Conn) -> list[SessionSummary]:
             output_tokens=r[5],
             working_dir=r[6],
             starred=bool(r[7]),
+            agent_file=r[8],
+            agent_name=r[9],
         )
         for r in rows
     ]

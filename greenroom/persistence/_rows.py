@@ -42,6 +42,8 @@ SESSION_COLUMNS = (
     "approvals",
     "thinking",
     "hide_tool_results",
+    "agent_file",
+    "agent_name",
 )
 
 
@@ -78,6 +80,8 @@ def session_to_row(session: Session) -> tuple[Any, ...]:
         dumps([to_json(a, Approval) for a in session.approvals]),
         int(session.thinking),
         int(session.hide_tool_results),
+        session.agent_file,
+        session.agent_name,
     )
 
 
@@ -105,6 +109,8 @@ def row_to_session(row: sqlite3.Row, items: tuple[Item, ...]) -> Session:
         approvals=tuple(parse(a, Approval) for a in json.loads(row["approvals"])),
         thinking=bool(row["thinking"]),
         hide_tool_results=bool(row["hide_tool_results"]),
+        agent_file=row["agent_file"],
+        agent_name=row["agent_name"],
     )
 
 

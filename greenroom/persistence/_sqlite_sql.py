@@ -180,7 +180,7 @@ def list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
     counts = dict(conn.execute(COUNT_VISIBLE).fetchall())
     rows = conn.execute(
         "SELECT rowid, id, title, created_at, input_tokens, output_tokens, working_dir,"
-        " starred FROM sessions WHERE parent_id IS NULL"
+        " starred, agent_file, agent_name FROM sessions WHERE parent_id IS NULL"
     ).fetchall()
     # Sorted on the parsed time, not the text: RFC 3339 texts with and without fractional
     # seconds do not sort in time order ("...:01Z" > "...:01.5Z"). Equal times: the row
@@ -197,6 +197,8 @@ def list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
             output_tokens=r["output_tokens"],
             working_dir=r["working_dir"],
             starred=bool(r["starred"]),
+            agent_file=r["agent_file"],
+            agent_name=r["agent_name"],
         )
         for r in rows
     ]

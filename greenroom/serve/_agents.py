@@ -13,6 +13,7 @@ from greenroom.agents import (
     McpSettings,
     OAuthFlows,
     default_tools_for,
+    load_agent_file,
 )
 from greenroom.agents._diagnose import diagnose, unknown_models
 from greenroom.agents.providers import ModelClients
@@ -57,9 +58,19 @@ def load_sources(paths: tuple[str, ...]) -> tuple[AgentSources, list[str]]:
     files ask that this server will not do.
     """
     sources = AgentSources.from_paths(paths) if paths else AgentSources.bundled()
-    warnings: list[str] = []
+    # Every file is read first, and every fault of every file is reported at once, in one
+    # error (the sources' own loader would log each one too: printed twice).
+    problems: list[str] = []
     for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
-        config = sources.get(key)  # raises AgentConfigError: file:line: path: what is wrong
+        try:
+            load_agent_file(sources.path(key))
+        except AgentConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise AgentConfigError(problems)
+    warnings: list[str] = []
+    for key in sources.keys():  # noqa: SIM118
+        config = sources.get(key)
         warnings.extend(diagnose(config))
         warnings.extend(unknown_models(config))
     return sources, warnings

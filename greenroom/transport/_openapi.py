@@ -125,6 +125,8 @@ def _session_response(builder: SchemaBuilder) -> JSON:
             "permissions": {"anyOf": [builder.of(Permissions), {"type": "null"}]},
             "thinking": {"type": "boolean"},
             "hide_tool_results": {"type": "boolean"},
+            "agent_file": {"type": "string"},
+            "agent_name": {"type": "string"},
         },
         "required": ["id", "title", "created_at"],
     }

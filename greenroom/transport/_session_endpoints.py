@@ -48,6 +48,8 @@ def session_response(session: Session) -> dict[str, Any]:
         "permissions": to_json(session.permissions),
         "thinking": session.thinking,
         "hide_tool_results": session.hide_tool_results,
+        "agent_file": session.agent_file,  # decision 0019: the agent the session runs
+        "agent_name": session.agent_name,
     }
 
 

@@ -35,7 +35,13 @@ from greenroom.actors._live import LiveSession
 from greenroom.actors._results import FollowUpInjector, GuardTicket
 from greenroom.agents import BuiltRuntime, Runtime, RuntimeFactory, TitleGenerator
 from greenroom.domain import Event, Session, utcnow
-from greenroom.errors import InvalidRequest, NeedsDecision, SessionBusy, ToolCallNotFound
+from greenroom.errors import (
+    AgentMismatch,
+    InvalidRequest,
+    NeedsDecision,
+    SessionBusy,
+    ToolCallNotFound,
+)
 from greenroom.persistence import (
     EventReader,
     Lease,
@@ -185,6 +191,20 @@ async def test_a_run_without_a_runtime_asks_for_one_before_changing_anything(
         await handle(ctx, RunTurn("team.yaml", "helper", (user("hi"),)))
     assert (raised.value.source, raised.value.agent_name) == ("team.yaml", "helper")
     assert ctx.asked == [] and ctx.session.items == ()
+
+
+async def test_a_run_naming_another_agent_is_refused_before_anything(ctx: FakeContext) -> None:
+    """Decision 0019: the stored agent decides, even before a runtime is built."""
+    ctx.live.revise(agent_file="shell", agent_name="root")
+    with pytest.raises(AgentMismatch, match='runs agent "shell/root"; this run names "todo"'):
+        await handle(ctx, RunTurn("todo", "", (user("hi"),)))
+    with pytest.raises(AgentMismatch, match='names "shell/planner"'):
+        await handle(ctx, RunTurn("shell", "planner", (user("hi"),)))
+    assert ctx.asked == [] and ctx.session.items == ()
+    # The same source, no agent name: the session goes on with its own agent.
+    with pytest.raises(NeedsRuntime) as raised:
+        await handle(ctx, RunTurn("shell", "", (user("hi"),)))
+    assert (raised.value.source, raised.value.agent_name) == ("shell", "root")
 
 
 async def test_cancel_without_a_turn_answers_false(ctx: FakeContext) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -22,7 +23,11 @@ from tests.slowness import slow
 
 CHROMIUM = "/usr/bin/chromium"
 expect.set_options(timeout=slow(5_000))  # Playwright's own default, scaled
-ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
+# Screenshots and failure evidence: the test output directory when one is given, else the
+# checkout's .artifacts/ (ignored by git).
+ARTIFACTS = Path(
+    os.environ.get("GREENROOM_TEST_OUTPUT") or Path(__file__).resolve().parents[2] / ".artifacts"
+)
 T = TypeVar("T")
 
 
@@ -55,10 +60,12 @@ class BrowserThread:
         finally:
             self._executor.shutdown()
 
-    def _with_page(self, fn: Callable[..., T], args: tuple[Any, ...], scheme: str) -> T:
+    def _with_page(
+        self, fn: Callable[..., T], args: tuple[Any, ...], scheme: str, viewport: tuple[int, int]
+    ) -> T:
         assert self._browser is not None
         context = self._browser.new_context(
-            viewport={"width": 1000, "height": 700},
+            viewport={"width": viewport[0], "height": viewport[1]},
             color_scheme=scheme,  # type: ignore[arg-type]
         )
         context.set_default_timeout(slow(10_000))
@@ -76,9 +83,15 @@ class BrowserThread:
         assert errors == [], f"the page logged errors: {errors}"
         return result
 
-    async def run(self, fn: Callable[..., T], *args: Any, scheme: str = "light") -> T:
+    async def run(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        scheme: str = "light",
+        viewport: tuple[int, int] = (1000, 700),
+    ) -> T:
         """Run ``fn(page, *args)`` on the browser thread; the trio loop stays free meanwhile."""
-        future = self._executor.submit(self._with_page, fn, args, scheme)
+        future = self._executor.submit(self._with_page, fn, args, scheme, viewport)
         return await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
 
 

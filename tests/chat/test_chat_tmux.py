@@ -15,6 +15,7 @@ from tests.slowness import slow
 pytestmark = pytest.mark.slow
 DEADLINE = slow(60)
 ENV = {"TERM": "xterm-256color", "NO_COLOR": "1"}
+END = r"^\[.* \| tokens \d+ in / \d+ out\]"  # the line a finished turn prints (not the toolbar)
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ async def test_full_turn_approval_and_commands(tmux: Tmux) -> None:
             await tmux.type("hi")
             screen = await tmux.wait_for(r"agent: Hello from the terminal\.")
             assert "thinking: Let me see." in screen
-            await tmux.wait_for(r"tokens \d+ in / \d+ out")
+            await tmux.wait_for(END)
             await tmux.type("list the files")
             await tmux.wait_for(r"approve shell\? \[y\]es / \[n\]o")
             await tmux.type("y")
@@ -67,7 +68,7 @@ async def test_full_turn_approval_and_commands(tmux: Tmux) -> None:
             assert "tool result: a.txt b.txt" in screen
             await tmux.wait_for(r"you>\s*$")
             await tmux.type("/sessions")
-            await tmux.wait_for(r"1\. Terminal talk\s+\(6 messages\)")
+            await tmux.wait_for(r"1\. Terminal talk\s+\(6 messages, default\)")
             await tmux.type("/fork 2")
             await tmux.wait_for(r"session: Terminal talk \(fork 1\)")
             await tmux.type("/title Renamed")
@@ -109,7 +110,7 @@ async def test_reconnects_after_a_dropped_connection(tmux: Tmux) -> None:
             assert gr.drop_connections() >= 1
             await tmux.wait_for(r"\[connection: reconnecting…\]")
             await tmux.wait_for(r"\[connection: live\]")
-            screen = await tmux.wait_for(r"tokens \d+ in")
+            screen = await tmux.wait_for(END)
     expected = "counting:" + "".join(f" {n}" for n in range(1, 31, 2))
     streamed = "".join(
         line.removeprefix("agent: ") for line in screen.splitlines() if line.startswith("agent: ")
@@ -126,6 +127,9 @@ async def test_without_a_url_it_starts_its_own_server(tmux: Tmux, tmp_path: obje
         await tmux.wait_for(r"^you>", within=slow(30))
         await tmux.type("hello embedded server")
         await tmux.wait_for(r"agent: Echo: hello embedded server")
+        await tmux.wait_for(END)
+        await tmux.type("/model")  # the file says "auto": say what it runs (issue 22)
+        await tmux.wait_for(r"the last turn ran echo/echo")
         await tmux.type("/quit")
         await tmux.wait_closed()  # the embedded server stopped and the program exited
 

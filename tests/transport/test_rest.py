@@ -118,6 +118,8 @@ SESSION_KEYS = {
     "permissions",
     "thinking",
     "hide_tool_results",
+    "agent_file",
+    "agent_name",
 }
 
 

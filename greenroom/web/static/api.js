@@ -49,7 +49,17 @@ export async function call(method, path, body, { keepStream = false, signal } = 
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (error) {
+      if (error && error.name === "AbortError") throw error;
+      // fetch says only "Failed to fetch": say what it means.
+      throw new ApiError(0, {
+        code: "unreachable",
+        message: "the greenroom server cannot be reached (is it running? is the network up?)",
+      });
+    }
     if (response.status === 401 && attempt < 3) {
       await response.body?.cancel();
       const given = await askToken(bearer ? "The access token was not accepted." : "");
@@ -83,6 +93,9 @@ export const api = {
     call("POST", `${S(id)}/followup`, { messages: [{ role: "user", content: text }] }),
   cancel: (id) => call("POST", `${S(id)}/cancel`),
   resume: (id, decision) => call("POST", `${S(id)}/resume`, decision),
+  inDoubt: (id) => call("GET", `${S(id)}/recovery/decisions`),
+  decide: (id, toolCallId, action) =>
+    call("POST", `${S(id)}/recovery/decisions`, { tool_call_id: toolCallId, action }),
   elicitation: (id, answer) => call("POST", `${S(id)}/elicitation`, answer),
 
   /**

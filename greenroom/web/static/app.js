@@ -5,13 +5,15 @@
 
 import { api, ApiError, onUnauthorized, setToken, token } from "./api.js";
 import {
-  TOOL_DECISIONS,
   askDecision,
   askElicitation,
+  askToolCall,
   askText,
   dismissDecision,
   dismissElicitation,
 } from "./dialogs.js";
+import { AgentPicker, agentLabel } from "./agents.js";
+import { showInDoubt } from "./doubt.js";
 import { el } from "./dom.js";
 import { Live } from "./live.js";
 import { Transcript } from "./transcript.js";
@@ -30,6 +32,8 @@ const page = {
   modelChoice: "", // a model picked for the next turn ("" = leave as is)
   pendingKey: "", // the request a dialog is open for
   connection: "connecting",
+  hasRuntime: false, // the open session's runtime is built (its model picker can be asked)
+  messages: 0, // messages shown in the open session
 };
 
 // --- token ---------------------------------------------------------------------------------
@@ -68,6 +72,8 @@ const live = new Live(
   },
 );
 
+const agents = new AgentPicker($("agent-picker"), $("agent-hint"), $("welcome"));
+
 const transcript = new Transcript($("transcript"), {
   title: (title) => showTitle(title),
   usage: (usage) => showUsage(usage),
@@ -80,6 +86,7 @@ const transcript = new Transcript($("transcript"), {
   agentInfo: (info) => {
     $("run-state").textContent = `${info.agent_name} (${info.model}) is working…`;
   },
+  inDoubt: () => loadInDoubt(page.current),
 });
 
 function showTitle(title) {
@@ -91,12 +98,16 @@ function showTitle(title) {
   }
 }
 
+const count = (n) => Number(n || 0).toLocaleString("en");
+
 function showUsage(usage) {
-  const parts = [`Tokens: ${usage.input_tokens || 0} in, ${usage.output_tokens || 0} out`];
-  if (usage.cost) parts.push(`cost $${Number(usage.cost).toFixed(4)}`);
-  if (usage.context_limit) {
-    const share = Math.round((100 * (usage.context_length || 0)) / usage.context_limit);
-    parts.push(`context ${share}% of ${usage.context_limit}`);
+  const parts = [`Tokens: ${count(usage.input_tokens)} in, ${count(usage.output_tokens)} out`];
+  // cost may be null (the model's price is unknown) or 0: then it is not shown.
+  if (typeof usage.cost === "number" && usage.cost > 0) parts.push(`cost $${usage.cost.toFixed(4)}`);
+  if (usage.context_limit > 0) {
+    const used = usage.context_length || 0;
+    const share = Math.round((100 * used) / usage.context_limit);
+    parts.push(`context ${count(used)} / ${count(usage.context_limit)} (${share}%)`);
   }
   $("usage").textContent = parts.join(" · ");
 }
@@ -107,11 +118,16 @@ function showRunning(running, agent) {
   $("run-state").textContent = running ? `${agent || "The agent"} is working…` : "";
 }
 
-function onFinished(text) {
+async function onFinished(text) {
   const reply = text.trim();
   $("announcer").textContent = reply ? `Reply finished: ${reply.slice(0, 300)}` : "Turn finished.";
-  refreshSessions();
-  loadModels(page.current);
+  const id = page.current;
+  page.hasRuntime = true;
+  await refreshSessions();
+  if (id !== page.current) return;
+  const entry = page.sessions.find((s) => s.id === id);
+  if (entry) agents.show(entry, page.messages);
+  loadModels(id);
 }
 
 function onExited() {
@@ -131,23 +147,12 @@ async function onPending(request) {
   }
   const sessionId = page.current;
   if (request.type === "tool_call_confirmation") {
-    const call = request.tool_call || {};
-    const name = (call.function && call.function.name) || "a tool";
-    const key = `tool:${call.id}`;
+    const key = `tool:${(request.tool_call || {}).id}`;
     if (page.pendingKey === key) return;
     page.pendingKey = key;
-    const answer = await askDecision({
-      title: "Approve tool call?",
-      text: `The agent wants to run ${name} with these arguments:`,
-      details: prettyArguments(call.function && call.function.arguments),
-      subject: name,
-      choices: TOOL_DECISIONS,
-    });
+    const decision = await askToolCall(request);
     if (page.pendingKey === key) page.pendingKey = "";
-    if (!answer || sessionId !== page.current) return;
-    const decision = { ...(answer.extra || {}), confirmation: answer.kind };
-    if (answer.kind === "reject" && answer.reason) decision.reason = answer.reason;
-    if (answer.kind === "approve-tool") decision.tool_name = name;
+    if (!decision || sessionId !== page.current) return;
     await report(api.resume(sessionId, decision));
   } else if (request.type === "elicitation_request") {
     const key = `elicit:${request.elicitation_id}`;
@@ -159,14 +164,6 @@ async function onPending(request) {
     await report(
       api.elicitation(sessionId, { ...answer, elicitation_id: request.elicitation_id || "" }),
     );
-  }
-}
-
-function prettyArguments(text) {
-  try {
-    return JSON.stringify(JSON.parse(text || "{}"), null, 2);
-  } catch {
-    return String(text);
   }
 }
 
@@ -182,7 +179,16 @@ async function report(promise) {
 
 function showError(error) {
   const text = error instanceof ApiError ? error.message : String(error.message || error);
-  transcript.addNotice(`Could not do that: ${text}`, "error");
+  if (page.current) transcript.addNotice(`Could not do that: ${text}`, "error");
+  // Also above the composer, where it is seen however long the transcript is.
+  $("error-text").textContent = `Could not do that: ${text}`;
+  $("error-banner").hidden = false;
+  if (error && error.code === "needs_decision") loadInDoubt(page.current);
+}
+
+function clearError() {
+  $("error-banner").hidden = true;
+  $("error-text").textContent = "";
 }
 
 // --- sessions ------------------------------------------------------------------------------
@@ -206,7 +212,7 @@ function renderSessions() {
         "button",
         { type: "button", class: "session-link" },
         el("span", { class: "session-name" }, (s.starred ? "★ " : "") + label),
-        el("span", { class: "session-meta" }, `${when} · ${s.num_messages} messages`),
+        el("span", { class: "session-meta" }, sessionMeta(s, when)),
       );
       if (s.id === page.current) button.setAttribute("aria-current", "page");
       button.addEventListener("click", () => openSession(s.id));
@@ -216,6 +222,13 @@ function renderSessions() {
     items.push(el("li", { class: "hint" }, query ? "No session matches." : "No sessions yet."));
   }
   $("session-list").replaceChildren(...items);
+}
+
+function sessionMeta(s, when) {
+  const n = s.num_messages || 0;
+  const parts = [when, `${n} ${n === 1 ? "message" : "messages"}`];
+  if (s.agent_file) parts.push(agentLabel(s.agent_file, s.agent_name));
+  return parts.join(" · ");
 }
 
 async function newSession() {
@@ -228,6 +241,8 @@ async function newSession() {
 
 async function openSession(id) {
   if (!id) return;
+  showSessions(false);
+  clearError();
   if (page.current && page.current !== id) live.unsubscribe(page.current);
   page.current = id;
   page.modelChoice = "";
@@ -249,9 +264,13 @@ async function openSession(id) {
   $("composer").hidden = false;
   $("session-actions").hidden = false;
   const since = transcript.load(snapshot);
+  page.messages = (snapshot.messages || []).length;
+  page.hasRuntime = Boolean(snapshot.agent);
   const entry = page.sessions.find((s) => s.id === id);
-  $("star").setAttribute("aria-pressed", entry && entry.starred ? "true" : "false");
+  showStar(Boolean((entry && entry.starred) || snapshot.starred));
+  agents.show(snapshot, page.messages);
   renderSessions();
+  loadInDoubt(id);
   live.subscribe(id, since, {
     event: (seq, event) => {
       if (page.current === id) transcript.apply(seq, event);
@@ -271,6 +290,8 @@ function closeSessionView(message) {
   $("usage").textContent = "";
   $("composer").hidden = true;
   $("session-actions").hidden = true;
+  $("welcome").hidden = true;
+  $("in-doubt").hidden = true;
   $("empty-hint").hidden = false;
   $("empty-hint").textContent = message || "Start a new session, or pick one from the list.";
   renderSessions();
@@ -301,21 +322,29 @@ async function renameSession() {
   }
 }
 
-async function toggleStar() {
+function showStar(starred) {
   const button = $("star");
-  const starred = button.getAttribute("aria-pressed") !== "true";
-  if (await report(api.star(page.current, starred))) {
-    button.setAttribute("aria-pressed", starred ? "true" : "false");
+  button.setAttribute("aria-pressed", starred ? "true" : "false");
+  button.querySelector(".star-glyph").textContent = starred ? "★" : "☆";
+}
+
+async function toggleStar() {
+  if (!page.current) return;
+  const starred = $("star").getAttribute("aria-pressed") !== "true";
+  if ((await report(api.star(page.current, starred))) !== undefined) {
+    showStar(starred);
     await refreshSessions();
   }
 }
 
 async function deleteSession() {
+  if (!page.current) return;
   const answer = await askDecision({
     title: "Delete this session?",
     text: "Its whole history is removed. This cannot be undone.",
     details: $("session-title").textContent,
     subject: "",
+    reason: false,
     choices: [
       { kind: "keep", label: () => "Keep it", escape: true },
       { kind: "delete", label: () => "Delete" },
@@ -333,32 +362,16 @@ async function deleteSession() {
 
 // --- agents and models ---------------------------------------------------------------------
 
-async function loadAgents() {
-  const sources = (await report(api.agents())) || [];
-  const picker = $("agent-picker");
-  const options = [];
-  for (const source of sources) {
-    if (source.multi) {
-      const config = await report(api.agent(source.name));
-      const names = Object.keys((config && config.agents) || {});
-      for (const name of names) options.push([`${source.name}/${name}`, `${source.name}: ${name}`]);
-    } else {
-      options.push([source.name, source.description ? `${source.name} — ${source.description}` : source.name]);
-    }
-  }
-  picker.replaceChildren(...options.map(([value, label]) => el("option", { value }, label)));
-  const preferred = options.find(([value]) => value === "default");
-  if (preferred) picker.value = preferred[0];
-}
-
 async function loadModels(id) {
   const picker = $("model-picker");
   let models = null;
-  try {
-    models = await api.models(id);
-  } catch {
-    models = null; // no runtime before the first turn, or a runtime without a picker
-  }
+  if (page.hasRuntime) {
+    try {
+      models = await api.models(id);
+    } catch {
+      models = null; // a runtime without a model picker
+    }
+  } // else: no runtime before the first turn, so nothing to ask (no 404 for every session)
   if (id !== page.current) return;
   const options = [el("option", { value: "" }, "the agent's model")];
   for (const model of (models && models.models) || []) {
@@ -370,9 +383,37 @@ async function loadModels(id) {
   if (page.modelChoice) picker.value = page.modelChoice;
 }
 
-function runTarget() {
-  const value = $("agent-picker").value || "default";
-  return value.split("/").map(encodeURIComponent).join("/");
+// --- tool calls in doubt after a crash -------------------------------------------------------
+
+async function loadInDoubt(id) {
+  if (!id) return;
+  let answer = null;
+  try {
+    answer = await api.inDoubt(id);
+  } catch {
+    answer = null;
+  }
+  if (id !== page.current) return;
+  const calls = (answer && answer.in_doubt) || [];
+  const decide = (call, action) => decideInDoubt(id, call, action);
+  showInDoubt($("in-doubt"), $("in-doubt-list"), calls, decide);
+}
+
+async function decideInDoubt(id, call, action) {
+  const done = await report(api.decide(id, call.tool_call_id, action));
+  if (done !== undefined) {
+    transcript.addNotice(`Decided ${call.name}: ${action}.`, "info");
+    clearError();
+  }
+  await loadInDoubt(id);
+  if (id === page.current) $("composer-input").focus();
+}
+
+// --- narrow screens: the session list behind a button ----------------------------------------
+
+function showSessions(open) {
+  document.body.classList.toggle("sessions-open", open);
+  $("toggle-sessions").setAttribute("aria-expanded", open ? "true" : "false");
 }
 
 // --- composer ------------------------------------------------------------------------------
@@ -383,6 +424,7 @@ async function send({ queue = false } = {}) {
   const id = page.current;
   if (!text || !id) return;
   input.value = "";
+  clearError();
   let shown = null;
   try {
     if (queue) {
@@ -393,11 +435,17 @@ async function send({ queue = false } = {}) {
       transcript.addNotice(`Sent to the running turn: ${text}`, "info");
     } else {
       shown = transcript.addUser(text);
-      await api.run(id, runTarget(), text, page.modelChoice);
+      page.messages += 1;
+      $("welcome").hidden = true;
+      await api.run(id, agents.target(), text, page.modelChoice);
       page.modelChoice = "";
     }
   } catch (error) {
-    if (shown) transcript.removeUser(shown);
+    if (shown) {
+      transcript.removeUser(shown);
+      page.messages -= 1;
+      agents.showWelcome(page.messages);
+    }
     if (!input.value) input.value = text;
     showError(error);
   }
@@ -418,6 +466,11 @@ function wire() {
   $("model-picker").addEventListener("change", (event) => {
     page.modelChoice = event.target.value;
   });
+  $("agent-picker").addEventListener("change", () => agents.showWelcome(page.messages));
+  $("error-dismiss").addEventListener("click", clearError);
+  $("toggle-sessions").addEventListener("click", () =>
+    showSessions(!document.body.classList.contains("sessions-open")),
+  );
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") refreshSessions(); // other tabs' changes
   });
@@ -433,9 +486,10 @@ async function boot() {
   wire();
   await refreshSessions();
   live.start();
-  await loadAgents();
+  await agents.load(api, report);
   const wanted = decodeURIComponent(window.location.hash.slice(1));
   if (wanted) await openSession(wanted);
+  else if (window.matchMedia("(max-width: 40rem)").matches) showSessions(true);
 }
 
 boot();

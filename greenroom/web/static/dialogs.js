@@ -3,7 +3,7 @@
 // Escape means "no": it rejects a tool call and cancels a question. The first focus is on the
 // dialog's heading, never on "Approve", so a stray Enter cannot approve anything.
 
-import { el } from "./dom.js";
+import { el, prettyJson } from "./dom.js";
 
 /**
  * The answers to a tool_call_confirmation, in button order. A new kind (approve-balanced,
@@ -43,6 +43,8 @@ export function askDecision(ask) {
   document.getElementById("decision-text").textContent = ask.text;
   document.getElementById("decision-details").textContent = ask.details;
   reason.value = "";
+  // Only a tool call's rejection sends a reason (a delete has none to send).
+  document.getElementById("decision-reason-field").hidden = ask.reason === false;
   return new Promise((resolve) => {
     const finish = (answer) => {
       closeDecision = null;
@@ -216,4 +218,26 @@ export function askText({ title, label, value = "", type = "text", ok = "Save" }
     cancel.addEventListener("click", onCancel);
     showModal(dialog, input);
   });
+}
+
+/**
+ * Ask about a tool_call_confirmation event; resolves to the body of POST .../resume, or null
+ * when the dialog was closed from outside.
+ */
+export async function askToolCall(request) {
+  const call = request.tool_call || {};
+  const name = (call.function && call.function.name) || "a tool";
+  const rule = request.permission_rule ? ` (it asks because of ${request.permission_rule})` : "";
+  const answer = await askDecision({
+    title: "Approve tool call?",
+    text: `The agent wants to run ${name} with these arguments:${rule}`,
+    details: prettyJson(call.function && call.function.arguments),
+    subject: name,
+    choices: TOOL_DECISIONS,
+  });
+  if (!answer) return null;
+  const decision = { ...(answer.extra || {}), confirmation: answer.kind };
+  if (answer.kind === "reject" && answer.reason) decision.reason = answer.reason;
+  if (answer.kind === "approve-tool") decision.tool_name = name;
+  return decision;
 }

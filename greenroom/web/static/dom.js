@@ -13,3 +13,13 @@ export function el(tag, attributes = {}, ...children) {
   }
   return node;
 }
+
+/** JSON text indented for reading (as given when it is not JSON). */
+export function prettyJson(text) {
+  if (!text) return "{}";
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return String(text);
+  }
+}

@@ -2,7 +2,7 @@
 // log through one idempotent reducer, apply(seq, event), that skips what it has seen.
 // Model and tool output is untrusted: everything is rendered as text nodes, never as HTML.
 
-import { el } from "./dom.js";
+import { el, prettyJson } from "./dom.js";
 
 const QUIET = new Set(["session_title", "warning", "token_usage", "agent_info"]);
 
@@ -10,11 +10,22 @@ export class Transcript {
   /**
    * @param {HTMLElement} root  the role="log" element
    * @param {object} hooks  title(t), usage(u), running(bool, agent), pending(request|null),
-   *   finished(text), gap(), exited(), fork(ordinal), agentInfo(info)
+   *   finished(text), gap(), exited(), fork(ordinal), agentInfo(info), inDoubt()
    */
   constructor(root, hooks) {
     this.root = root;
     this.hooks = hooks;
+    // Follow the end while the reader is there: the box changes size as the page lays out
+    // (panels, the composer, the window), and a reader who scrolled up stays where they are.
+    this.atEnd = true;
+    this.scrolledTo = -1; // where the page itself last scrolled to (not the reader)
+    root.addEventListener("scroll", () => {
+      if (root.scrollTop === this.scrolledTo) return;
+      this.atEnd = root.scrollTop + root.clientHeight >= root.scrollHeight - 4;
+    });
+    new ResizeObserver(() => {
+      if (this.atEnd) this.scrollToEnd();
+    }).observe(root);
     this.reset();
   }
 
@@ -181,6 +192,14 @@ export class Transcript {
       case "hook_blocked":
         this.addNotice(`Blocked by a hook: ${event.tool_call?.function?.name || "tool"}: ${event.message || ""}`, "warning");
         break;
+      case "turn_interrupted":
+        this.closeAssistant();
+        this.addNotice("The server stopped during this turn; it was interrupted.", "warning");
+        break;
+      case "tool_call_in_doubt":
+      case "tool_call_decided":
+        if (this.hooks.inDoubt) this.hooks.inDoubt();
+        break;
       case "max_iterations_reached":
         this.addNotice(`Stopped after ${event.max_iterations} iterations.`, "warning");
         break;
@@ -316,14 +335,7 @@ export class Transcript {
 
   scrollToEnd() {
     this.root.scrollTop = this.root.scrollHeight;
-  }
-}
-
-function prettyJson(text) {
-  if (!text) return "{}";
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return String(text);
+    this.scrolledTo = this.root.scrollTop;
+    this.atEnd = true;
   }
 }
