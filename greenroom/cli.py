@@ -385,11 +385,18 @@ def check_agent_files(paths: Sequence[str]) -> None:
     """
     if not paths:
         return
-    from greenroom.agents import AgentSources
+    from greenroom.agents import AgentSources, load_agent_file
+    from greenroom.errors import AgentConfigError
 
     sources = AgentSources.from_paths(paths)
+    problems: list[str] = []  # every fault of every file, each once (nothing is logged here)
     for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
-        sources.get(key)
+        try:
+            load_agent_file(sources.path(key))
+        except AgentConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise AgentConfigError(problems)
 
 
 def check_port_free(host: str, port: int) -> None:
