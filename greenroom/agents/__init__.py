@@ -29,6 +29,7 @@ from ._oauth_flows import (
 from ._permissions import (
     Decision as Decision,
     decide as decide,
+    decide_command as decide_command,
 )
 from ._runtime import (
     BuiltRuntime as BuiltRuntime,

@@ -44,7 +44,7 @@ from ._confirm import Confirmations, is_approval
 from ._frame import Frame, ManagedTool
 from ._permissions import Decision, decide
 from ._runtime import ResumeRequest, TurnIO
-from .tools import AgentTools, Tool, ToolResult, tool_definition
+from .tools import AgentTools, Tool, ToolResult, command_of, tool_definition
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class ToolCalls:
             file_permissions=self.file_permissions,
             read_only=True,
             now=self.now(),
+            command=command_of(tool, item.arguments),
         )
         return verdict.decision is Decision.ALLOW
 
@@ -185,6 +186,7 @@ class ToolCalls:
             file_permissions=self.file_permissions,
             read_only=tool.annotations.read_only,
             now=self.now(),
+            command=command_of(tool, item.arguments),
         )
         if verdict.decision is Decision.DENY:
             return ToolResult(verdict.message, is_error=True)

@@ -31,6 +31,7 @@ from ._base import (
     ToolHost as ToolHost,
     ToolResult as ToolResult,
     ToolsetError as ToolsetError,
+    command_of as command_of,
     limit_output as limit_output,
     tool_definition as tool_definition,
 )

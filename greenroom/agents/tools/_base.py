@@ -78,6 +78,7 @@ class Tool(Protocol):
 
 
 ToolHandler = Callable[[Mapping[str, Any]], Awaitable[ToolResult | str]]
+CommandOf = Callable[[Mapping[str, Any]], str]
 
 
 @attrs.frozen
@@ -88,6 +89,9 @@ class FunctionTool:
     handler: ToolHandler
     annotations: ToolAnnotations = ToolAnnotations()
     category: str = ""
+    # For a tool that runs a process: the shell command text a call with these arguments runs
+    # (permission rules apply to its parsed simple commands, agents/_permissions.py).
+    command: CommandOf | None = None
 
     @property
     def needs_confirmation(self) -> bool:
@@ -96,6 +100,14 @@ class FunctionTool:
     async def call(self, arguments: Mapping[str, Any]) -> ToolResult:
         result = await self.handler(arguments)
         return result if isinstance(result, ToolResult) else ToolResult(result)
+
+
+def command_of(tool: object, arguments: Mapping[str, Any] | None) -> str | None:
+    """The shell command a call of ``tool`` runs, or None for a tool that runs no process."""
+    command = getattr(tool, "command", None)
+    if not callable(command):
+        return None
+    return str(command(arguments or {}))
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,11 @@ def _entry(name: str, raw: Any) -> tuple[str, str, dict[str, Any], list[str], st
     return cmd, description, properties, required_list, str(raw.get("working_dir") or "")
 
 
+def _fixed(cmd: str) -> Callable[[Mapping[str, Any]], str]:
+    """A script tool always runs its author's command (the arguments are variables)."""
+    return lambda _args: cmd
+
+
 @register("script")
 def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     entries = config.options.get("shell")
@@ -112,7 +117,11 @@ def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             parameters["required"] = required
         tools.append(
             FunctionTool(
-                ToolSpec(str(name), description, parameters), make(), ToolAnnotations(), ""
+                ToolSpec(str(name), description, parameters),
+                make(),
+                ToolAnnotations(),
+                "",
+                _fixed(cmd),
             )
         )
         lines.append(f"### {name}\n{description}")

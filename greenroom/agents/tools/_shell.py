@@ -230,6 +230,10 @@ _CWD = string("The working directory (default: the session's working directory)"
 _JOB = string("The ID of the background job")
 
 
+def _cmd_of(args: Mapping[str, Any]) -> str:
+    return str(args.get("cmd", ""))
+
+
 @register("shell")
 def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     shell = Shell(config, ctx)
@@ -254,6 +258,7 @@ def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             shell.run,
             ToolAnnotations(title="Shell"),
             "shell",
+            _cmd_of,
         ),
         FunctionTool(
             ToolSpec(
@@ -264,6 +269,7 @@ def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             shell.start_job,
             ToolAnnotations(title="Background Job"),
             "shell",
+            _cmd_of,
         ),
         FunctionTool(
             ToolSpec(
