@@ -1,0 +1,3 @@
+-- greenroom PostgreSQL schema 2: reserved for another branch of issue work (its migration
+-- replaces this file when the branches merge; the runner needs versions 1..N without a gap).
+SELECT 1;
