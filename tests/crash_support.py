@@ -35,7 +35,10 @@ from tests.agents.fake_sse import Recorded, Reply
 
 STARTUP = 60  # importing the model SDKs takes a few seconds on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
-RECOVERY = re.compile(r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
+RECOVERY = re.compile(
+    r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt"
+    r"(?:, (\d+) tool process groups? killed)?"
+)
 KEY_VAR = "GREENROOM_CRASH_TEST_KEY"
 
 
@@ -142,6 +145,7 @@ class Server:
     url: str
     recovered: tuple[int, int]  # (turns interrupted, tool calls in doubt) as printed
     started_at: dt.datetime  # just before it was started (what recovery ends came after)
+    groups_killed: int = 0  # tool process groups left by the last server, killed at start
 
     @property
     def pid(self) -> int:
@@ -239,7 +243,7 @@ async def start_server(files: ServerFiles) -> Server:
             await Server(process, "", (0, 0), started_at).kill()
         raise
     recovered = (int(counts.group(1)), int(counts.group(2)))
-    return Server(process, url.group(1), recovered, started_at)
+    return Server(process, url.group(1), recovered, started_at, int(counts.group(3) or 0))
 
 
 @asynccontextmanager

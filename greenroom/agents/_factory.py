@@ -19,7 +19,7 @@ from ._titles import ModelTitleGenerator
 from .providers import ModelClients, make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
-from .tools._base import McpSettings
+from .tools._base import McpSettings, ProcessLedger
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class LocalRuntimeFactory:
         clients: the model endpoints' pooled HTTP clients, shared by every runtime this
             factory builds (its owner opens and closes it: ``serve`` does, around the
             registry); None: each model call opens a client of its own.
+        processes: where tool process groups are recorded (``serve``: the store's process
+            log, so a restart kills what a crash left running).
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class LocalRuntimeFactory:
         mcp: McpSettings | None = None,
         titles: bool = True,
         clients: ModelClients | None = None,
+        processes: ProcessLedger | None = None,
     ) -> None:
         self._sources = sources
         self._titles = titles
@@ -78,6 +81,7 @@ class LocalRuntimeFactory:
         self._data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self._confirmation_timeout = confirmation_timeout
         self.mcp = mcp or McpSettings()
+        self._processes = processes
         self._env_snapshot: Mapping[str, str] = types.MappingProxyType({})
 
     @property
@@ -113,6 +117,7 @@ class LocalRuntimeFactory:
                 agent_file=config.path,
                 env=self._tool_env(),
                 mcp=self.mcp,
+                processes=self._processes,
             ),
             confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,

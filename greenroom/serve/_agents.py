@@ -16,6 +16,7 @@ from greenroom.agents import (
 )
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents.providers import ModelClients
+from greenroom.agents.tools import ProcessLedger
 from greenroom.errors import AgentConfigError, AgentSourceUnavailable
 
 from ._config import ServeConfig, data_dir
@@ -69,6 +70,7 @@ def runtime_factory(
     sources: AgentSources,
     oauth: OAuthFlows | None = None,
     clients: ModelClients | None = None,
+    processes: ProcessLedger | None = None,
 ) -> LocalRuntimeFactory:
     mcp = McpSettings(
         start_timeout=cfg.mcp_start_timeout,
@@ -83,4 +85,5 @@ def runtime_factory(
         mcp=mcp,
         titles=cfg.titles,
         clients=clients,
+        processes=processes,
     )

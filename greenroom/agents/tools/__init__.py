@@ -24,6 +24,7 @@ from ._base import (
     FunctionTool as FunctionTool,
     Image as Image,
     McpSettings as McpSettings,
+    ProcessLedger as ProcessLedger,
     ServicesUnavailable as ServicesUnavailable,
     Tool as Tool,
     ToolAnnotations as ToolAnnotations,
@@ -34,6 +35,10 @@ from ._base import (
     command_of as command_of,
     limit_output as limit_output,
     tool_definition as tool_definition,
+)
+from ._process import (
+    kill_recorded_group as kill_recorded_group,
+    start_ticks as start_ticks,
 )
 from ._registry import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,

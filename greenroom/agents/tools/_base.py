@@ -216,6 +216,14 @@ class McpSettings:
     max_line: int = 8 * 1024 * 1024
 
 
+class ProcessLedger(Protocol):
+    """Where tool process groups are recorded while they live (the store's process log)."""
+
+    async def started(self, pgid: int, start_ticks: int, label: str) -> None: ...
+
+    async def ended(self, pgid: int) -> None: ...
+
+
 @attrs.frozen
 class ToolContext:
     """What a toolset builder may use.
@@ -228,6 +236,8 @@ class ToolContext:
         env: the environment shell-like tools start from (and ``${env.X}`` expands from).
         host: the runtime, for tools it manages (None where no runtime runs them).
         mcp: how MCP servers are run.
+        processes: where tool process groups are recorded (None: nowhere; the watchdog
+            still kills them when the server dies).
     """
 
     working_dir: Path = attrs.field(factory=process_cwd, converter=Path)
@@ -239,3 +249,4 @@ class ToolContext:
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     host: ToolHost | None = None
     mcp: McpSettings = McpSettings()
+    processes: ProcessLedger | None = None

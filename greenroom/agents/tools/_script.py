@@ -94,12 +94,17 @@ def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             else Path(workdir or ctx.working_dir)
         )
 
-        def make(cmd: str = cmd, cwd: Path = cwd) -> Any:
+        def make(cmd: str = cmd, cwd: Path = cwd, label: str = str(name)) -> Any:
             async def run(args: Mapping[str, Any]) -> ToolResult:
                 call_env = {**env, **{k: _arg_text(v) for k, v in args.items() if v is not None}}
                 try:
                     done = await run_captured(
-                        [shell, "-c", cmd], cwd=cwd, env=call_env, limit=OUTPUT_LIMIT + 1
+                        [shell, "-c", cmd],
+                        cwd=cwd,
+                        env=call_env,
+                        limit=OUTPUT_LIMIT + 1,
+                        ledger=ctx.processes,
+                        label=label,
                     )
                 except OSError as exc:
                     return error(f"Error executing command '{cmd}': {exc}\nOutput: ")

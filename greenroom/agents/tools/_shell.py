@@ -112,6 +112,7 @@ class Shell:
         self.root = ctx.working_dir
         self.env = toolset_env(config, ctx)
         self.shell = ctx.env.get("SHELL") or "/bin/sh"
+        self.processes = ctx.processes
         self.jobs: dict[str, Job] = {}
         self._counter = itertools.count(1)
         self._dir: Path | None = None
@@ -129,6 +130,8 @@ class Shell:
                 env=self.env,
                 limit=OUTPUT_LIMIT + 1,
                 deadline=trio.current_time() + seconds,
+                ledger=self.processes,
+                label="shell",
             )
         except OSError as exc:
             return error(f"Error starting command: {exc}")
@@ -157,6 +160,8 @@ class Shell:
                     cwd=_cwd(self.root, given_cwd),
                     env=self.env,
                     stdout=out,
+                    ledger=self.processes,
+                    label="run_background_job",
                 )
         except OSError as exc:
             return error(f"Error starting background command: {exc}")
