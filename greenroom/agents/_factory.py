@@ -118,6 +118,7 @@ class LocalRuntimeFactory:
                 env=self._tool_env(),
                 mcp=self.mcp,
                 processes=self._processes,
+                secret_env=frozenset(m.token_key for m in config.models.values() if m.token_key),
             ),
             confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,

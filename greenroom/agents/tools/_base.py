@@ -236,6 +236,8 @@ class ToolContext:
         env: the environment shell-like tools start from (and ``${env.X}`` expands from).
         host: the runtime, for tools it manages (None where no runtime runs them).
         mcp: how MCP servers are run.
+        secret_env: more variables tool processes do not inherit (the models' ``token_key``;
+            greenroom's own and the providers' keys are always left out).
         processes: where tool process groups are recorded (None: nowhere; the watchdog
             still kills them when the server dies).
     """
@@ -250,3 +252,4 @@ class ToolContext:
     host: ToolHost | None = None
     mcp: McpSettings = McpSettings()
     processes: ProcessLedger | None = None
+    secret_env: frozenset[str] = frozenset()
