@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow browser requests from ORIGIN (repeatable; * for any)",
     )
     serve.add_argument(
+        "--allow-private-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let network tools (fetch, api, openapi) reach this loopback, private or "
+        "link-local network, which they are refused by default (repeatable)",
+    )
+    serve.add_argument(
         "--allowed-host",
         action="append",
         default=[],
@@ -291,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         insecure_no_auth=args.insecure_no_auth,
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
+        allow_private_networks=tuple(args.allow_private_network),
         keep_alive_timeout=args.keep_alive_timeout,
         max_connections_per_client=args.max_connections_per_client,
         working_dir_root=args.session_workingdir_root,

@@ -20,6 +20,7 @@ from .providers import ModelClients, make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
 from .tools._base import McpSettings, ProcessLedger
+from .tools._egress import PUBLIC_ONLY, EgressPolicy
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class LocalRuntimeFactory:
             registry); None: each model call opens a client of its own.
         processes: where tool process groups are recorded (``serve``: the store's process
             log, so a restart kills what a crash left running).
+        egress: where network tools may connect (``serve --allow-private-network``).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class LocalRuntimeFactory:
         titles: bool = True,
         clients: ModelClients | None = None,
         processes: ProcessLedger | None = None,
+        egress: EgressPolicy = PUBLIC_ONLY,
     ) -> None:
         self._sources = sources
         self._titles = titles
@@ -82,6 +85,7 @@ class LocalRuntimeFactory:
         self._confirmation_timeout = confirmation_timeout
         self.mcp = mcp or McpSettings()
         self._processes = processes
+        self._egress = egress
         self._env_snapshot: Mapping[str, str] = types.MappingProxyType({})
 
     @property
@@ -118,6 +122,7 @@ class LocalRuntimeFactory:
                 env=self._tool_env(),
                 mcp=self.mcp,
                 processes=self._processes,
+                egress=self._egress,
                 secret_env=frozenset(m.token_key for m in config.models.values() if m.token_key),
             ),
             confirmation_timeout=self._confirmation_timeout,

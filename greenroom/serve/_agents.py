@@ -16,7 +16,7 @@ from greenroom.agents import (
 )
 from greenroom.agents._diagnose import diagnose
 from greenroom.agents.providers import ModelClients
-from greenroom.agents.tools import ProcessLedger
+from greenroom.agents.tools import EgressPolicy, ProcessLedger, parse_networks
 from greenroom.errors import AgentConfigError, AgentSourceUnavailable
 
 from ._config import ServeConfig, data_dir
@@ -86,4 +86,5 @@ def runtime_factory(
         titles=cfg.titles,
         clients=clients,
         processes=processes,
+        egress=EgressPolicy(parse_networks(cfg.allow_private_networks)),
     )

@@ -36,6 +36,12 @@ from ._base import (
     limit_output as limit_output,
     tool_definition as tool_definition,
 )
+from ._egress import (
+    EgressPolicy as EgressPolicy,
+    EgressRefused as EgressRefused,
+    guarded_client as guarded_client,
+    parse_networks as parse_networks,
+)
 from ._process import (
     kill_recorded_group as kill_recorded_group,
     start_ticks as start_ticks,

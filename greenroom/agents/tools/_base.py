@@ -21,6 +21,7 @@ from .._elicitation import ElicitationAnswer
 from .._oauth_flows import OAuthFlows
 from .._tool_values import Image as Image, ToolResult as ToolResult, error as error
 from ..providers._base import ToolSpec
+from ._egress import PUBLIC_ONLY, EgressPolicy
 
 OUTPUT_LIMIT = 30_000
 """Bytes of output a shell, script or API tool returns before it is truncated (upstream)."""
@@ -236,6 +237,8 @@ class ToolContext:
         env: the environment shell-like tools start from (and ``${env.X}`` expands from).
         host: the runtime, for tools it manages (None where no runtime runs them).
         mcp: how MCP servers are run.
+        egress: where network tools may connect (public addresses, plus the networks the
+            operator allows: ``--allow-private-network``).
         secret_env: more variables tool processes do not inherit (the models' ``token_key``;
             greenroom's own and the providers' keys are always left out).
         processes: where tool process groups are recorded (None: nowhere; the watchdog
@@ -253,3 +256,4 @@ class ToolContext:
     mcp: McpSettings = McpSettings()
     processes: ProcessLedger | None = None
     secret_env: frozenset[str] = frozenset()
+    egress: EgressPolicy = PUBLIC_ONLY
