@@ -205,6 +205,7 @@ class McpSettings:
         docker: the ``docker`` command Docker MCP catalog servers are started with.
         restart_backoff: seconds before each restart of a server that died.
         max_line: bytes one JSON-RPC line of a local server may take.
+        egress: where a remote server may be (set per toolset from the context's policy).
     """
 
     start_timeout: float = 30.0
@@ -215,6 +216,7 @@ class McpSettings:
     docker: str = "docker"
     restart_backoff: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
     max_line: int = 8 * 1024 * 1024
+    egress: EgressPolicy = PUBLIC_ONLY  # where remote servers may be (the toolset's policy)
 
 
 class ProcessLedger(Protocol):

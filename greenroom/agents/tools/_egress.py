@@ -108,10 +108,24 @@ PUBLIC_ONLY = EgressPolicy()
 """The default: public addresses only."""
 
 
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    def __init__(self, policy: EgressPolicy) -> None:
+class _GuardedBackend:
+    """An httpcore (or httpcore2) network backend that connects only where the policy allows.
+
+    ``inner``: the library's own backend; ``connect_errors``: its connect exceptions (the next
+    address is tried); ``fail``: makes the exception a refusal or a resolution failure is
+    raised as (the client library's ``ConnectError`` family)."""
+
+    def __init__(
+        self,
+        policy: EgressPolicy,
+        inner: Any,
+        connect_errors: tuple[type[Exception], ...],
+        fail: Any,
+    ) -> None:
         self._policy = policy
-        self._backend = httpcore.AnyIOBackend()
+        self._backend = inner
+        self._connect_errors = connect_errors
+        self._fail = fail
 
     async def connect_tcp(
         self,
@@ -120,25 +134,25 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> Any:
         try:
             infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
-            raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from None
+            raise self._fail(f"cannot resolve {host}: {exc}", False) from None
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         for address in addresses:
             why = self._policy.refusal(address)
             if why:
-                raise EgressRefused(why)
+                raise self._fail(why, True)
         if not addresses:
-            raise httpx.ConnectError(f"cannot resolve {host}")
+            raise self._fail(f"cannot resolve {host}", False)
         problem: Exception | None = None
         for address in addresses:  # the checked literals: nothing resolves the name again
             try:
                 return await self._backend.connect_tcp(
                     address, port, timeout, local_address, socket_options
                 )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            except self._connect_errors as exc:
                 problem = exc
         assert problem is not None
         raise problem
@@ -148,11 +162,15 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         path: str,
         timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
         socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise EgressRefused("refused by the egress policy: unix sockets are not reachable")
+    ) -> Any:
+        raise self._fail("refused by the egress policy: unix sockets are not reachable", True)
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
+
+
+def _httpx_failure(text: str, refused: bool) -> Exception:
+    return EgressRefused(text) if refused else httpx.ConnectError(text)
 
 
 class GuardedTransport(httpx.AsyncHTTPTransport):
@@ -162,7 +180,12 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
         kwargs.setdefault("retries", 0)
         super().__init__(trust_env=False, **kwargs)
         # httpx has no parameter for it: the pool's backend is swapped before any connection.
-        self._pool._network_backend = _GuardedBackend(policy)
+        self._pool._network_backend = _GuardedBackend(  # type: ignore[assignment]
+            policy,
+            httpcore.AnyIOBackend(),
+            (httpcore.ConnectError, httpcore.ConnectTimeout),
+            _httpx_failure,
+        )
 
 
 def guarded_client(policy: EgressPolicy, **kwargs: Any) -> httpx.AsyncClient:
@@ -184,3 +207,21 @@ def toolset_policy(options: Mapping[str, Any], base: EgressPolicy) -> EgressPoli
     if not isinstance(raw, list | tuple):
         raise ValueError("allow_private_network must be a list of CIDRs")
     return base.also(parse_networks(raw, "allow_private_network: "))
+
+
+def guarded_httpx2_client(policy: EgressPolicy, **kwargs: Any) -> Any:
+    """The same guard for an ``httpx2.AsyncClient`` (the MCP SDK's client: remote MCP)."""
+    import httpcore2
+    import httpx2
+
+    def failure(text: str, refused: bool) -> Exception:
+        return httpx2.ConnectError(text)
+
+    transport = httpx2.AsyncHTTPTransport(retries=0, trust_env=False)
+    transport._pool._network_backend = _GuardedBackend(  # type: ignore[assignment]
+        policy,
+        httpcore2.AnyIOBackend(),
+        (httpcore2.ConnectError, httpcore2.ConnectTimeout),
+        failure,
+    )
+    return httpx2.AsyncClient(transport=transport, trust_env=False, **kwargs)
