@@ -23,3 +23,36 @@ def test_no_titles_turns_titles_off(
     assert main(["serve", "--port", "0", *flags, "--log-level", "warning"]) == 0
     (cfg,) = seen
     assert cfg.titles is titles
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [(["--auth-token", ""], None), ([], ""), ([], "   "), (["--auth-token", " "], "good")],
+)
+def test_a_blank_token_exits_2_without_starting(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    env: str | None,
+) -> None:
+    """Issue 23: an empty --auth-token or GREENROOM_AUTH_TOKEN used to start without auth."""
+    started: list[ServeConfig] = []
+    monkeypatch.setattr(greenroom.serve, "run", lambda cfg: started.append(cfg) or 0)
+    if env is None:
+        monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("GREENROOM_AUTH_TOKEN", env)
+    assert main(["serve", "--port", "0", *flags, "--log-level", "warning"]) == 2
+    assert started == []
+    assert "blank" in capsys.readouterr().err
+
+
+def test_no_token_at_all_still_serves_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[ServeConfig] = []
+    monkeypatch.setattr(greenroom.serve, "run", lambda cfg: started.append(cfg) or 0)
+    monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
+    assert main(["serve", "--port", "0", "--log-level", "warning"]) == 0
+    assert started[0].auth_token == ""
+    monkeypatch.setenv("GREENROOM_AUTH_TOKEN", "t0k")
+    assert main(["serve", "--port", "0", "--log-level", "warning"]) == 0
+    assert started[1].auth_token == "t0k"
