@@ -37,7 +37,12 @@ def test_a_blank_token_exits_2_without_starting(
 ) -> None:
     """Issue 23: an empty --auth-token or GREENROOM_AUTH_TOKEN used to start without auth."""
     started: list[ServeConfig] = []
-    monkeypatch.setattr(greenroom.serve, "run", lambda cfg: started.append(cfg) or 0)
+
+    def fake_run(cfg: ServeConfig) -> int:
+        started.append(cfg)
+        return 0
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
     if env is None:
         monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
     else:
@@ -49,7 +54,12 @@ def test_a_blank_token_exits_2_without_starting(
 
 def test_no_token_at_all_still_serves_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[ServeConfig] = []
-    monkeypatch.setattr(greenroom.serve, "run", lambda cfg: started.append(cfg) or 0)
+
+    def fake_run(cfg: ServeConfig) -> int:
+        started.append(cfg)
+        return 0
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
     monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
     assert main(["serve", "--port", "0", "--log-level", "warning"]) == 0
     assert started[0].auth_token == ""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from greenroom.agents import ModelChoice, Runtime
+from greenroom.agents import ModelChoice, Runtime, check_grant
 from greenroom.domain import ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
     GreenroomError,
@@ -304,10 +304,14 @@ async def _resume(ctx: ActorContext, cmd: c.Resume) -> None:
         if request.tool_name not in perms.allow:
             perms = attrs.evolve(perms, allow=(*perms.allow, request.tool_name))
         fields = {"permissions": perms}
+    if request.type == "approve-tool":
+        check_grant(request, "")  # a pattern is refused before anything changes
+    # The answer first: refused (no question waiting, another tool named) changes nothing. The
+    # turn cannot run before this handler awaits, so it sees the new rules and policy.
+    await runtime.resume(request)
     if fields:
         ctx.live.revise(**fields)
         await ctx.live.persist(shielded=True)
-    await runtime.resume(request)
 
 
 @handles(c.AnswerElicitation)

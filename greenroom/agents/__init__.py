@@ -12,6 +12,7 @@ from ._config import (
     ToolsetConfig as ToolsetConfig,
     agent_file_to_json as agent_file_to_json,
 )
+from ._confirm import check_grant as check_grant
 from ._elicitation import (
     ElicitationAnswer as ElicitationAnswer,
 )

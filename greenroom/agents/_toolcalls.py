@@ -215,7 +215,7 @@ class ToolCalls:
         timed_out = False
         answer: ResumeRequest | None = None
         with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:
-            answer = await self.confirmations.ask(lambda: io.emit(event))
+            answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
         if scope.cancelled_caught or answer is None:
             timed_out = True
             answer = ResumeRequest(
