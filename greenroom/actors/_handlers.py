@@ -12,13 +12,14 @@ import attrs
 import trio
 
 from greenroom.agents import ModelChoice, Runtime, check_grant
-from greenroom.domain import ChatMessage, Message, Permissions, utcnow
+from greenroom.domain import Approval, ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
     GreenroomError,
     InvalidMessageId,
     InvalidRequest,
     ModelSwitchingNotSupported,
     NeedsDecision,
+    QueueFull,
     SessionBusy,
     SessionNotRunning,
 )
@@ -249,8 +250,19 @@ async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
 @handles(c.Steer)
 async def _steer(ctx: ActorContext, cmd: c.Steer) -> None:
     runtime = _require_runtime(ctx)
+    status = runtime.queue_status()
+    _check_room(len(cmd.messages), status.steer_depth, status.steer_capacity, "steer")
     for message in cmd.messages:
         await runtime.steer(message)
+
+
+def _check_room(count: int, depth: int, capacity: int, queue: str) -> None:
+    """QueueFull (429) before anything is queued unless all ``count`` messages fit: a batch
+    is queued whole or not at all, so a retry never duplicates part of it."""
+    if capacity and depth + count > capacity:
+        raise QueueFull(
+            f"{queue} queue full: {count} message(s) do not fit ({depth} of {capacity} used)"
+        )
 
 
 @handles(c.FollowUp)
@@ -274,6 +286,8 @@ async def _follow_up(ctx: ActorContext, cmd: c.FollowUp) -> FollowUpResult:
                 await ctx.injector(message.content)
             return FollowUpResult(streaming=True, duplicate=False)
         runtime = _require_runtime(ctx)
+        status = runtime.queue_status()
+        _check_room(len(cmd.messages), status.followup_depth, status.followup_capacity, "follow-up")
         for message in cmd.messages:
             await runtime.follow_up(message)
     except BaseException:
@@ -408,10 +422,13 @@ async def _toggle_thinking(ctx: ActorContext, _: c.ToggleThinking) -> None:
 
 
 @handles(c.ToggleToolApproval)
-async def _toggle_tool_approval(ctx: ActorContext, _: c.ToggleToolApproval) -> None:
+async def _toggle_tool_approval(ctx: ActorContext, cmd: c.ToggleToolApproval) -> None:
     approved = not ctx.session.tools_approved
     policy = "autonomous" if approved else ""
     await ctx.live.update(None, tools_approved=approved, safety_policy=policy)
+    # A blanket approval is a decision on every later tool call: audited like the others.
+    decision = "tools-toggle-on" if approved else "tools-toggle-off"
+    await ctx.live.record_approval(Approval("*", decision, utcnow(), decided_by=cmd.decided_by))
 
 
 @handles(c.SetModel)

@@ -34,6 +34,8 @@ from greenroom.domain import (
     SubSession,
     SubSessionCompleted,
     ToolCall,
+    add_cost,
+    add_count,
     utcnow,
 )
 
@@ -153,9 +155,9 @@ class ChildIO:
         s = self._session
         self._session = attrs.evolve(
             s,
-            input_tokens=s.input_tokens + input_tokens,
-            output_tokens=s.output_tokens + output_tokens,
-            cost=s.cost + cost,
+            input_tokens=add_count(s.input_tokens, input_tokens),
+            output_tokens=add_count(s.output_tokens, output_tokens),
+            cost=add_cost(s.cost, cost),
         )
 
     async def record_approval(self, approval: Approval) -> None:
