@@ -214,7 +214,16 @@ async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
     if needs_title and generator is not None:
         budget = ctx.config.title_budget
         ctx.start_title(partial(generate_title, ctx, generator, texts, turn, budget))
-    return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
+    log = ctx.log
+    if log is None:
+        return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
+    return RunStream(
+        receive,
+        turn.consumer_left,
+        lambda: turn.terminal,
+        committed=lambda: log.committed,
+        wait_committed=log.wait_committed,
+    )
 
 
 @handles(c.Recall)
