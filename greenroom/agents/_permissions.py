@@ -21,7 +21,8 @@ shell glob where ``*`` and ``?`` do not cross ``/``. Argument values are compare
 condition never matches a call without that argument.
 
 Commands (issue 23): for a tool that runs a process (``decide(..., command=...)``), the rule
-name ``shell`` covers the call whatever the tool is called, and a ``cmd=`` condition is matched
+name ``shell`` in a ``deny`` or ``ask`` pattern covers the call whatever the tool is called (an
+``allow`` names the tool it allows), and a ``cmd=`` condition is matched
 against each simple command of the parsed command line (``_command_parse``), never the raw text:
 a ``deny`` matches if ANY simple command matches; an ``allow`` applies only if EVERY simple
 command is allowed (and writes no file through a redirection); when the line is not understood
@@ -184,15 +185,18 @@ def _command_rules(
     """One rule set's verdict on a call that runs ``parsed`` (see the module docstring)."""
     key = "session" if label == SESSION_RULES else "team"
 
-    def applicable(patterns: Iterable[str]) -> list[list[tuple[str, str]]]:
+    def applicable(patterns: Iterable[str], alias: bool) -> list[list[tuple[str, str]]]:
         out = []
         for pattern in patterns:
             tool, conditions = _split(pattern.strip())
-            if _tool_matches(tool, name, True) and _other_conditions_match(conditions, arguments):
+            if _tool_matches(tool, name, alias) and _other_conditions_match(conditions, arguments):
                 out.append(conditions)
         return out
 
-    deny, allow, ask = applicable(perms.deny), applicable(perms.allow), applicable(perms.ask)
+    # ``shell`` stands for every process tool in what refuses or asks; an allow names its tool
+    # (an approve-tool grant of ``shell`` does not also allow background jobs or scripts).
+    deny, ask = applicable(perms.deny, True), applicable(perms.ask, True)
+    allow = applicable(perms.allow, False)
     known = [c for c in parsed.commands if not c.opaque]
     for conditions in deny:
         if not _has_cmd(conditions) or any(_command_matches(conditions, c) for c in known):

@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from greenroom.agents import Decision, ToolContext, ToolsetConfig, decide, decide_command
 from greenroom.agents._command_parse import parse_command
+from greenroom.agents._permissions import Verdict
 from greenroom.agents.tools import build_tools, command_of
 from greenroom.domain import Permissions, Session
 
@@ -25,7 +26,9 @@ ALLOW_ECHO = Permissions(allow=["shell:cmd=echo *"])
 AUTONOMOUS = Session.new(safety_policy="autonomous")
 
 
-def verdict(cmd: str, session: Session, rules: Permissions | None = None, name: str = "shell"):
+def verdict(
+    cmd: str, session: Session, rules: Permissions | None = None, name: str = "shell"
+) -> Verdict:
     return decide(
         name,
         {"cmd": cmd},
@@ -114,7 +117,7 @@ def wrap(kind: int, inner: str) -> str:
         lambda s: f"ls | {s}",
         lambda s: f"( {s} )",
         lambda s: f"{{ {s}; }}",
-        lambda s: f"echo $({s})",
+        lambda s: f"echo $( {s} )",  # "$((" would be arithmetic
         lambda s: f"sh -c {shlex.quote(s)}",
         lambda s: f"bash -lc {shlex.quote(s)}",
         lambda s: f"eval {shlex.quote(s)}",
@@ -247,3 +250,16 @@ def test_the_parser_normalises_programs() -> None:
     parsed = parse_command("X=1 \\/usr/bin/'r'm -rf \"a b\" | tee out")
     assert parsed.certain
     assert [c.text for c in parsed.commands] == ["rm -rf a b", "tee out"]
+
+
+def test_shell_stands_for_every_process_tool_in_deny_and_ask_but_not_in_allow() -> None:
+    for name in ("run_background_job", "deploy"):  # a background job, a script tool
+
+        def got(rules: Permissions, name: str = name) -> Decision:
+            return verdict("make all", Session.new(), rules, name=name).decision
+
+        assert got(Permissions(deny=["shell"])) is Decision.DENY
+        assert got(Permissions(ask=["shell:cmd=make *"])) is Decision.ASK
+        # An approve-tool grant of "shell" (an allow rule) does not widen to other tools.
+        assert got(Permissions(allow=["shell"])) is Decision.ASK
+        assert got(Permissions(allow=[f"{name}:cmd=make *"])) is Decision.ALLOW
