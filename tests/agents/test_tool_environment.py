@@ -69,3 +69,17 @@ async def test_the_agent_file_can_pass_a_secret_on_purpose(tmp_path: Path) -> No
     finally:
         toolset.close()
     assert result.output == "sk-openai x"
+
+
+def test_local_mcp_servers_start_without_the_secrets_too(tmp_path: Path) -> None:
+    from greenroom.agents.mcp import StdioSpec, server_spec
+
+    ctx = ToolContext(working_dir=tmp_path, env=SERVER_ENV)
+    options = {"command": "srv", "env": {"OPENAI_API_KEY": "${env.OPENAI_API_KEY}"}}
+    spec = server_spec(options, ctx)
+    assert isinstance(spec, StdioSpec)
+    assert spec.env["OPENAI_API_KEY"] == "sk-openai"  # passed on purpose
+    assert spec.env["PLAIN"] == "kept"
+    assert not {"GREENROOM_AUTH_TOKEN", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY"} & set(
+        spec.env
+    )
