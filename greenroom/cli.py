@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--auth-token",
-        default=os.environ.get("GREENROOM_AUTH_TOKEN", ""),
+        default=None,  # not given: $GREENROOM_AUTH_TOKEN; given but blank: exit 2
         help="bearer token required on every route but /health and /ready "
         "(default: $GREENROOM_AUTH_TOKEN)",
     )
@@ -149,6 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ORIGIN",
         help="allow browser requests from ORIGIN (repeatable; * for any)",
+    )
+    serve.add_argument(
+        "--allow-private-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let network tools (fetch, api, openapi) reach this loopback, private or "
+        "link-local network, which they are refused by default (repeatable)",
     )
     serve.add_argument(
         "--allowed-host",
@@ -334,16 +342,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from greenroom.serve import ServeConfig, check_config
 
     retention = RetentionPolicy(args.retain_deltas or None, args.retain_deltas_per_session or None)
+    token = args.auth_token
+    if token is None:
+        token = os.environ.get("GREENROOM_AUTH_TOKEN")
+    if token is not None and not token.strip():
+        # Set but blank: the operator meant to protect the server; never start it open.
+        print(
+            "greenroom: --auth-token (or GREENROOM_AUTH_TOKEN) is blank; give a token, or "
+            "leave both unset to serve loopback without one",
+            file=sys.stderr,
+        )
+        return 2
 
     cfg = ServeConfig(
         agent_paths=tuple(args.agents),
         host=args.host,
         port=args.port,
         db=args.db,
-        auth_token=args.auth_token,
+        auth_token=token or "",
         insecure_no_auth=args.insecure_no_auth,
         cors_origins=tuple(args.cors_origin),
         allowed_hosts=tuple(args.allowed_host),
+        allow_private_networks=tuple(args.allow_private_network),
         keep_alive_timeout=args.keep_alive_timeout,
         max_connections_per_client=args.max_connections_per_client,
         working_dir_root=args.session_workingdir_root,

@@ -36,7 +36,10 @@ from tests.slowness import slow
 
 STARTUP = slow(60)  # a child server's start, on a busy machine
 LISTENING = re.compile(r"greenroom listening on (http://127\.0\.0\.1:\d+)")
-RECOVERY = re.compile(r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt")
+RECOVERY = re.compile(
+    r"  recovery: (\d+) turns? interrupted, (\d+) tool calls? in doubt"
+    r"(?:, (\d+) tool process groups? killed)?"
+)
 KEY_VAR = "GREENROOM_CRASH_TEST_KEY"
 
 
@@ -143,6 +146,7 @@ class Server:
     url: str
     recovered: tuple[int, int]  # (turns interrupted, tool calls in doubt) as printed
     started_at: dt.datetime  # just before it was started (what recovery ends came after)
+    groups_killed: int = 0  # tool process groups left by the last server, killed at start
 
     @property
     def pid(self) -> int:
@@ -240,7 +244,7 @@ async def start_server(files: ServerFiles) -> Server:
             await Server(process, "", (0, 0), started_at).kill()
         raise
     recovered = (int(counts.group(1)), int(counts.group(2)))
-    return Server(process, url.group(1), recovered, started_at)
+    return Server(process, url.group(1), recovered, started_at, int(counts.group(3) or 0))
 
 
 @asynccontextmanager

@@ -125,3 +125,46 @@ def test_serve_reports_every_bad_agent_file_once(tmp_path: Path) -> None:
     assert err.count("a.yaml:5: agents.root.bogus_key: unknown key") == 1, err
     assert err.count("b.yaml:") == 1, err
     assert "c.yaml" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [(["--auth-token", ""], None), ([], ""), ([], "   "), (["--auth-token", " "], "good")],
+)
+def test_a_blank_token_exits_2_without_starting(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    env: str | None,
+) -> None:
+    """Issue 23: an empty --auth-token or GREENROOM_AUTH_TOKEN used to start without auth."""
+    started: list[ServeConfig] = []
+
+    def fake_run(cfg: ServeConfig) -> int:
+        started.append(cfg)
+        return 0
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    if env is None:
+        monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("GREENROOM_AUTH_TOKEN", env)
+    assert main(["serve", "--port", "0", *flags, "--log-level", "warning"]) == 2
+    assert started == []
+    assert "blank" in capsys.readouterr().err
+
+
+def test_no_token_at_all_still_serves_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[ServeConfig] = []
+
+    def fake_run(cfg: ServeConfig) -> int:
+        started.append(cfg)
+        return 0
+
+    monkeypatch.setattr(greenroom.serve, "run", fake_run)
+    monkeypatch.delenv("GREENROOM_AUTH_TOKEN", raising=False)
+    assert main(["serve", "--port", "0", "--log-level", "warning"]) == 0
+    assert started[0].auth_token == ""
+    monkeypatch.setenv("GREENROOM_AUTH_TOKEN", "t0k")
+    assert main(["serve", "--port", "0", "--log-level", "warning"]) == 0
+    assert started[1].auth_token == "t0k"

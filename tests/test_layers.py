@@ -133,6 +133,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_elicitation",
                 "_oauth_flows",
                 "_permissions",
+                "_command_parse",
                 "_queue",
                 "_confirm",
                 "_commands",

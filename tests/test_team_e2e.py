@@ -63,6 +63,7 @@ async def serving(
         cfg = ServeConfig(
             agent_paths=(str(agent),), port=0, db=str(tmp_path / "db.sqlite3"),
             data_dir=str(tmp_path / "data"), graceful_timeout=1,
+            allow_private_networks=("127.0.0.1/32",),  # the loopback MCP server (issue 23)
         )  # fmt: skip
         url: str = await nursery.start(serve, cfg)
         async with httpx.AsyncClient(base_url=url, timeout=slow(20)) as client:

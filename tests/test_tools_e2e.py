@@ -93,6 +93,7 @@ async def serving(tmp_path: Path, turns: list[Any]) -> AsyncIterator[tuple[httpx
         cfg = ServeConfig(
             agent_paths=(str(agent),), port=0, db=str(tmp_path / "db.sqlite3"),
             data_dir=str(tmp_path / "data"), graceful_timeout=1,
+            allow_private_networks=("127.0.0.1/32",),  # the loopback web server (issue 23)
         )  # fmt: skip
         url: str = await nursery.start(serve, cfg)
         async with httpx.AsyncClient(base_url=url, timeout=slow(10)) as client:

@@ -9,6 +9,11 @@ from ._eventlog import (
 )
 from ._handle import SessionHandle as SessionHandle, StreamGuard as StreamGuard
 from ._logs import EventLogs as EventLogs, EventSource as EventSource
+from ._processes import (
+    StoreProcessLedger as StoreProcessLedger,
+    host_id as host_id,
+    kill_leftover_groups as kill_leftover_groups,
+)
 from ._readiness import Readiness as Readiness
 from ._recovery import (
     RecoveryReport as RecoveryReport,

@@ -314,7 +314,7 @@ class SetSafetyPolicy(Request[None]):
 
 @attrs.frozen
 class ToggleToolApproval(Request[None]):
-    pass
+    decided_by: str = ""  # audited on the session (GET /approvals)
 
 
 @attrs.frozen

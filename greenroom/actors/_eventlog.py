@@ -222,6 +222,14 @@ class EventLog:
         self._progress.set()
         self._progress = trio.Event()
 
+    async def wait_committed(self, seq: int) -> bool:
+        """Wait until ``seq`` is committed; False when the log ends first (it was lost)."""
+        while self.committed < seq:
+            if self._ended:
+                return False
+            await self._progress.wait()
+        return True
+
     async def wait_for_room(self) -> None:
         """Wait while more than ``max_uncommitted`` events are not committed (the writer is
         behind): the producer's backpressure."""

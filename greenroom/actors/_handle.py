@@ -142,8 +142,8 @@ class SessionHandle:
     async def set_safety_policy(self, policy: str) -> None:
         await self._caller.call(self.session_id, c.SetSafetyPolicy(policy))
 
-    async def toggle_tool_approval(self) -> None:
-        await self._caller.call(self.session_id, c.ToggleToolApproval())
+    async def toggle_tool_approval(self, decided_by: str = "") -> None:
+        await self._caller.call(self.session_id, c.ToggleToolApproval(decided_by))
 
     async def toggle_thinking(self) -> None:
         await self._caller.call(self.session_id, c.ToggleThinking())

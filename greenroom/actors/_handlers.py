@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from greenroom.agents import ModelChoice, Runtime, supports_compact
-from greenroom.domain import ChatMessage, Message, Permissions, utcnow
+from greenroom.agents import ModelChoice, Runtime, check_grant, supports_compact
+from greenroom.domain import Approval, ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
     AgentMismatch,
     CompactionNotSupported,
@@ -21,6 +21,7 @@ from greenroom.errors import (
     InvalidRequest,
     ModelSwitchingNotSupported,
     NeedsDecision,
+    QueueFull,
     SessionBusy,
     SessionNotRunning,
 )
@@ -243,7 +244,16 @@ async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
     if needs_title and generator is not None:
         budget = ctx.config.title_budget
         ctx.start_title(partial(generate_title, ctx, generator, texts, turn, budget))
-    return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
+    log = ctx.log
+    if log is None:
+        return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
+    return RunStream(
+        receive,
+        turn.consumer_left,
+        lambda: turn.terminal,
+        committed=lambda: log.committed,
+        wait_committed=log.wait_committed,
+    )
 
 
 @handles(c.Recall)
@@ -294,8 +304,19 @@ async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
 @handles(c.Steer)
 async def _steer(ctx: ActorContext, cmd: c.Steer) -> None:
     runtime = _require_runtime(ctx)
+    status = runtime.queue_status()
+    _check_room(len(cmd.messages), status.steer_depth, status.steer_capacity, "steer")
     for message in cmd.messages:
         await runtime.steer(message)
+
+
+def _check_room(count: int, depth: int, capacity: int, queue: str) -> None:
+    """QueueFull (429) before anything is queued unless all ``count`` messages fit: a batch
+    is queued whole or not at all, so a retry never duplicates part of it."""
+    if capacity and depth + count > capacity:
+        raise QueueFull(
+            f"{queue} queue full: {count} message(s) do not fit ({depth} of {capacity} used)"
+        )
 
 
 @handles(c.FollowUp)
@@ -319,6 +340,8 @@ async def _follow_up(ctx: ActorContext, cmd: c.FollowUp) -> FollowUpResult:
                 await ctx.injector(message.content)
             return FollowUpResult(streaming=True, duplicate=False)
         runtime = _require_runtime(ctx)
+        status = runtime.queue_status()
+        _check_room(len(cmd.messages), status.followup_depth, status.followup_capacity, "follow-up")
         for message in cmd.messages:
             await runtime.follow_up(message)
     except BaseException:
@@ -349,10 +372,14 @@ async def _resume(ctx: ActorContext, cmd: c.Resume) -> None:
         if request.tool_name not in perms.allow:
             perms = attrs.evolve(perms, allow=(*perms.allow, request.tool_name))
         fields = {"permissions": perms}
+    if request.type == "approve-tool":
+        check_grant(request, "")  # a pattern is refused before anything changes
+    # The answer first: refused (no question waiting, another tool named) changes nothing. The
+    # turn cannot run before this handler awaits, so it sees the new rules and policy.
+    await runtime.resume(request)
     if fields:
         ctx.live.revise(**fields)
         await ctx.live.persist(shielded=True)
-    await runtime.resume(request)
 
 
 @handles(c.AnswerElicitation)
@@ -449,10 +476,13 @@ async def _toggle_thinking(ctx: ActorContext, _: c.ToggleThinking) -> None:
 
 
 @handles(c.ToggleToolApproval)
-async def _toggle_tool_approval(ctx: ActorContext, _: c.ToggleToolApproval) -> None:
+async def _toggle_tool_approval(ctx: ActorContext, cmd: c.ToggleToolApproval) -> None:
     approved = not ctx.session.tools_approved
     policy = "autonomous" if approved else ""
     await ctx.live.update(None, tools_approved=approved, safety_policy=policy)
+    # A blanket approval is a decision on every later tool call: audited like the others.
+    decision = "tools-toggle-on" if approved else "tools-toggle-off"
+    await ctx.live.record_approval(Approval("*", decision, utcnow(), decided_by=cmd.decided_by))
 
 
 @handles(c.SetModel)

@@ -24,6 +24,8 @@ from greenroom.domain import (
     Session,
     SubSession,
     Summary,
+    add_cost,
+    add_count,
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound, StoreError
@@ -120,9 +122,9 @@ class LiveSession:
         s = self._session
         self._session = attrs.evolve(
             s,
-            input_tokens=s.input_tokens + input_tokens,
-            output_tokens=s.output_tokens + output_tokens,
-            cost=s.cost + cost,
+            input_tokens=add_count(s.input_tokens, input_tokens),
+            output_tokens=add_count(s.output_tokens, output_tokens),
+            cost=add_cost(s.cost, cost),
         )
 
     def forget_title(self, title: str) -> None:

@@ -49,6 +49,7 @@ from greenroom.persistence import (
 )
 
 from ._entries import LogEntry
+from ._processes import host_id, kill_leftover_groups
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,19 @@ class RecoveryReport:
     sessions: int = 0
     turns_interrupted: int = 0
     calls_in_doubt: int = 0
+    groups_killed: int = 0  # tool process groups the last server left running
 
     def summary(self) -> str:
         turns = "turn" if self.turns_interrupted == 1 else "turns"
         calls = "call" if self.calls_in_doubt == 1 else "calls"
-        return (
+        text = (
             f"{self.turns_interrupted} {turns} interrupted, "
             f"{self.calls_in_doubt} tool {calls} in doubt"
         )
+        if self.groups_killed:
+            groups = "group" if self.groups_killed == 1 else "groups"
+            text += f", {self.groups_killed} tool process {groups} killed"
+        return text
 
 
 def unresolved_calls(items: tuple[Item, ...]) -> dict[str, tuple[ToolCall, str]]:
@@ -207,9 +213,13 @@ async def recover_session(
     return plan
 
 
-async def recover(persistence: Persistence) -> RecoveryReport:
-    """Repair every session whose turn or rerun was running when the last process stopped."""
-    report = RecoveryReport()
+async def recover(persistence: Persistence, host: str | None = None) -> RecoveryReport:
+    """Repair every session whose turn or rerun was running when the last process stopped.
+
+    First every tool process group the last process recorded on ``host`` (default: this
+    machine) and left running is killed, so no call listed in doubt is still running."""
+    killed = await kill_leftover_groups(persistence.process_log, host or host_id())
+    report = RecoveryReport(groups_killed=killed)
     for session_id in await persistence.events.interrupted_sessions():
         plan = await recover_session(persistence, session_id)
         log.warning(
@@ -222,5 +232,6 @@ async def recover(persistence: Persistence) -> RecoveryReport:
             report.sessions + 1,
             report.turns_interrupted + len(plan.interrupted_turns),
             report.calls_in_doubt + len(plan.in_doubt),
+            killed,
         )
     return report

@@ -72,33 +72,64 @@ class QueueDepth:
     followup_capacity: int
 
 
+COMMIT_WAIT = 30.0  # seconds a run stream waits for an event's commit before it drops the seq
+
+
 class RunStream:
     """The events of one turn as the caller sees them. Iterate with ``async for``; closing it
-    early cancels the turn unless it was started with ``on_disconnect="continue"``."""
+    early cancels the turn unless it was started with ``on_disconnect="continue"``.
+
+    A sequenced event is handed out only once its seq is committed (``committed`` /
+    ``wait_committed``: the session's log), so a seq seen on a run stream is durable and names
+    the same event after a crash, as on ``/events`` (issue 23). An event whose commit does
+    not come (the log was lost) goes out without its seq (0)."""
 
     def __init__(
         self,
         receive: trio.MemoryReceiveChannel[LogEntry],
         on_close: Callable[[], None] | None = None,
         terminal: Callable[[], LogEntry | None] | None = None,
+        committed: Callable[[], int] | None = None,
+        wait_committed: Callable[[int], Awaitable[bool]] | None = None,
     ) -> None:
         self._receive = receive
         self._on_close = on_close
         # Read once the channel has ended: an entry that closes the stream (session_exited
         # after a delete), delivered after everything the turn sent.
         self._terminal = terminal
+        self._committed = committed
+        self._wait_committed = wait_committed
+        self._held: LogEntry | None = None  # taken by ready() before its commit
 
     def __aiter__(self) -> RunStream:
         return self
 
     async def __anext__(self) -> LogEntry:
+        held, self._held = self._held, None
+        if held is not None:
+            return await self._durable(held)
         try:
-            return await self._receive.receive()
+            return await self._durable(await self._receive.receive())
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            entry = self._take_terminal()
-            if entry is None:
+            terminal = self._take_terminal()
+            if terminal is None:
                 raise StopAsyncIteration from None
+            return await self._durable(terminal)
+
+    async def _durable(self, entry: LogEntry) -> LogEntry:
+        if entry.seq <= 0 or self._wait_committed is None:
             return entry
+        if self._committed is not None and self._committed() >= entry.seq:
+            return entry
+        committed = False
+        with trio.move_on_after(COMMIT_WAIT):
+            committed = await self._wait_committed(entry.seq)
+        return entry if committed else attrs.evolve(entry, seq=0)
+
+    def _ready_now(self, entry: LogEntry) -> bool:
+        if entry.seq <= 0 or self._committed is None:
+            return True
+        return self._committed() >= entry.seq
 
     def _take_terminal(self) -> LogEntry | None:
         if self._terminal is None:
@@ -107,18 +138,25 @@ class RunStream:
         return entry
 
     def ready(self, limit: int) -> list[LogEntry]:
-        """Up to ``limit`` entries that are already waiting (never blocks)."""
+        """Up to ``limit`` entries that are already waiting and committed (never blocks)."""
         entries: list[LogEntry] = []
-        while len(entries) < limit:
+        while len(entries) < limit and self._held is None:
             try:
-                entries.append(self._receive.receive_nowait())
+                entry = self._receive.receive_nowait()
             except trio.WouldBlock:
                 break
             except (trio.EndOfChannel, trio.ClosedResourceError):
-                entry = self._take_terminal()
-                if entry is not None:
-                    entries.append(entry)
+                terminal = self._take_terminal()
+                if terminal is not None:
+                    if self._ready_now(terminal):
+                        entries.append(terminal)
+                    else:
+                        self._held = terminal
                 break
+            if self._ready_now(entry):
+                entries.append(entry)
+            else:
+                self._held = entry  # the next __anext__ waits for its commit
         return entries
 
     async def __aenter__(self) -> RunStream:

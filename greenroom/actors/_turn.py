@@ -76,7 +76,8 @@ class ActorTurnIO:
             await trio.lowlevel.checkpoint()
             return
         try:
-            # Before the commit, with the seq it will have: the run stream is not resumable.
+            # Before the commit, with the seq it will have: the RunStream hands it out once
+            # that seq is committed (a seq a client saw is durable).
             await turn.send.send(entry or LogEntry.of(0, event))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             turn.consumer_left()

@@ -12,6 +12,7 @@ from ._config import (
     ToolsetConfig as ToolsetConfig,
     agent_file_to_json as agent_file_to_json,
 )
+from ._confirm import check_grant as check_grant
 from ._elicitation import (
     ElicitationAnswer as ElicitationAnswer,
 )
@@ -29,6 +30,7 @@ from ._oauth_flows import (
 from ._permissions import (
     Decision as Decision,
     decide as decide,
+    decide_command as decide_command,
 )
 from ._runtime import (
     BuiltRuntime as BuiltRuntime,

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from greenroom.errors import NoPendingRequest
+from greenroom.errors import InvalidRequest, NoPendingRequest
 
 from ._runtime import ResumeRequest
 
@@ -23,16 +23,34 @@ def is_approval(answer: ResumeRequest) -> bool:
     return answer.type.startswith("approve")
 
 
+def check_grant(request: ResumeRequest, asked: str) -> None:
+    """Raise InvalidRequest unless an ``approve-tool`` names the asked tool (or none)."""
+    name = request.tool_name
+    if request.type != "approve-tool" or not name:
+        return
+    if any(c in name for c in "*?[]:"):
+        raise InvalidRequest(
+            f"approve-tool grants one tool by name, not a pattern: {name!r}", path="$.tool_name"
+        )
+    if asked and name.lower() != asked.lower():
+        raise InvalidRequest(
+            f"approve-tool names {name!r} but the asked tool is {asked!r}",
+            path="$.tool_name",
+        )
+
+
 class Confirmations:
     def __init__(self) -> None:
         self._pending: trio.MemorySendChannel[ResumeRequest] | None = None
+        self._tool = ""  # the asked tool's name
         self._lock = trio.Lock()  # one question at a time
 
-    async def ask(self, announce: Callable[[], Awaitable[None]]) -> ResumeRequest:
+    async def ask(self, announce: Callable[[], Awaitable[None]], tool: str = "") -> ResumeRequest:
         """Run ``announce`` (emit the confirmation event), then wait for the answer."""
         async with self._lock:
             send, recv = trio.open_memory_channel[ResumeRequest](1)
             self._pending = send
+            self._tool = tool
             try:
                 await announce()
                 async with recv:
@@ -46,7 +64,12 @@ class Confirmations:
                 send.close()
 
     def answer(self, request: ResumeRequest) -> None:
-        """Deliver ``request`` to the waiting turn. Raises NoPendingRequest when none waits."""
+        """Deliver ``request`` to the waiting turn. Raises NoPendingRequest when none waits,
+        InvalidRequest for an ``approve-tool`` naming a pattern or another tool than the asked
+        one (the question stays pending)."""
+        if self._pending is None:
+            raise NoPendingRequest("no tool call is waiting for confirmation")
+        check_grant(request, self._tool)
         send, self._pending = self._pending, None
         if send is None:
             raise NoPendingRequest("no tool call is waiting for confirmation")

@@ -35,6 +35,8 @@ from greenroom.domain import (
     SubSessionCompleted,
     Summary,
     ToolCall,
+    add_cost,
+    add_count,
     utcnow,
 )
 
@@ -159,9 +161,9 @@ class ChildIO:
         s = self._session
         self._session = attrs.evolve(
             s,
-            input_tokens=s.input_tokens + input_tokens,
-            output_tokens=s.output_tokens + output_tokens,
-            cost=s.cost + cost,
+            input_tokens=add_count(s.input_tokens, input_tokens),
+            output_tokens=add_count(s.output_tokens, output_tokens),
+            cost=add_cost(s.cost, cost),
         )
 
     async def record_approval(self, approval: Approval) -> None:

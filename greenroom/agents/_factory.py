@@ -19,7 +19,8 @@ from ._titles import ModelTitleGenerator
 from .providers import ModelClients, make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
-from .tools._base import McpSettings
+from .tools._base import McpSettings, ProcessLedger
+from .tools._egress import PUBLIC_ONLY, EgressPolicy
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class LocalRuntimeFactory:
         clients: the model endpoints' pooled HTTP clients, shared by every runtime this
             factory builds (its owner opens and closes it: ``serve`` does, around the
             registry); None: each model call opens a client of its own.
+        processes: where tool process groups are recorded (``serve``: the store's process
+            log, so a restart kills what a crash left running).
+        egress: where network tools may connect (``serve --allow-private-network``).
     """
 
     def __init__(
@@ -67,6 +71,8 @@ class LocalRuntimeFactory:
         titles: bool = True,
         clients: ModelClients | None = None,
         max_session_cost: float = 0.0,
+        processes: ProcessLedger | None = None,
+        egress: EgressPolicy = PUBLIC_ONLY,
     ) -> None:
         self._sources = sources
         self._titles = titles
@@ -81,6 +87,8 @@ class LocalRuntimeFactory:
         self._confirmation_timeout = confirmation_timeout
         self._max_session_cost = max_session_cost
         self.mcp = mcp or McpSettings()
+        self._processes = processes
+        self._egress = egress
         self._env_snapshot: Mapping[str, str] = types.MappingProxyType({})
 
     @property
@@ -116,6 +124,9 @@ class LocalRuntimeFactory:
                 agent_file=config.path,
                 env=self._tool_env(),
                 mcp=self.mcp,
+                processes=self._processes,
+                egress=self._egress,
+                secret_env=frozenset(m.token_key for m in config.models.values() if m.token_key),
             ),
             confirmation_timeout=self._confirmation_timeout,
             custom_models=session.custom_models_used,

@@ -37,8 +37,12 @@ from typing import Any
 import attrs
 import trio
 
+from greenroom.domain import Permissions
+
 from ._config import HookCommand, HookMatcher, HooksConfig
-from .tools._process import go_duration, kill_group, reap
+from ._permissions import FILE_RULES, PROCESS_TOOL, SESSION_RULES, Decision, rule_verdict
+from .tools._base import ProcessLedger
+from .tools._process import forget_ended, go_duration, kill_group, track
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +102,17 @@ async def _feed(stream: trio.abc.SendStream | None, payload: bytes) -> None:
 
 
 async def run_hook(
-    hook: HookCommand, payload: bytes, *, cwd: Path, env: Mapping[str, str], shell: str
+    hook: HookCommand,
+    payload: bytes,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    shell: str,
+    processes: ProcessLedger | None = None,
 ) -> _Ran:
-    """Run one hook to completion or its timeout (then its process group is killed)."""
-    reap()
+    """Run one hook to completion or its timeout (then its process group is killed); the group
+    is watched and recorded like a tool's (``tools/_process.py``)."""
+    await forget_ended()
     try:
         proc = await trio.lowlevel.open_process(
             [shell, "-c", hook.command],
@@ -114,6 +125,7 @@ async def run_hook(
         )
     except OSError as exc:
         return _Ran(hook, failure=f"hook {hook.command!r} could not start: {exc}")
+    await track(proc, processes, f"hook {hook.command}")
     out, err = bytearray(), bytearray()
     finished = False
     try:
@@ -217,6 +229,21 @@ class Hooks:
     config: HooksConfig
     working_dir: Path
     env: Mapping[str, str]
+    """The tools' environment, without the server's secrets (``tools/_environment.py``)."""
+    processes: ProcessLedger | None = None
+    file_permissions: Permissions | None = None
+
+    def denied(self, command: str, permissions: Permissions | None) -> str:
+        """Why a deny rule (the session's or the file's) stops ``command``; "" when none does.
+
+        A hook is the agent file's own code: allow and ask rules do not apply to it (there is no
+        one to ask), but a deny rule about a command holds for hooks as for the shell tool."""
+        arguments = {"cmd": command}
+        for label, perms in ((SESSION_RULES, permissions), (FILE_RULES, self.file_permissions)):
+            verdict = rule_verdict(PROCESS_TOOL, arguments, [(label, perms)], command=command)
+            if verdict is not None and verdict.decision is Decision.DENY:
+                return verdict.message or f"denied by {label}"
+        return ""
 
     @property
     def shell(self) -> str:
@@ -231,8 +258,17 @@ class Hooks:
             return bool(self.matching(event, tool))
         return bool(getattr(self.config, event))
 
-    async def run(self, event: str, fields: Mapping[str, Any], tool: str = "") -> HookOutcome:
-        """Run the hooks of ``event`` (for ``tool``) with ``fields`` added to the input."""
+    async def run(
+        self,
+        event: str,
+        fields: Mapping[str, Any],
+        tool: str = "",
+        *,
+        permissions: Permissions | None = None,
+    ) -> HookOutcome:
+        """Run the hooks of ``event`` (for ``tool``) with ``fields`` added to the input; a hook
+        whose command a deny rule covers (``permissions``: the session's) is not run and is
+        reported as a failure."""
         if event in ("pre_tool_use", "post_tool_use"):
             hooks: Iterable[HookCommand] = self.matching(event, tool)
         else:
@@ -245,8 +281,17 @@ class Hooks:
         results: list[_Ran | None] = [None] * len(unique)
 
         async def one(index: int, hook: HookCommand) -> None:
+            reason = self.denied(hook.command, permissions)
+            if reason:
+                results[index] = _Ran(hook, failure=f"hook {hook.command!r} not run: {reason}")
+                return
             results[index] = await run_hook(
-                hook, payload, cwd=self.working_dir, env=self.env, shell=self.shell
+                hook,
+                payload,
+                cwd=self.working_dir,
+                env=self.env,
+                shell=self.shell,
+                processes=self.processes,
             )
 
         async with trio.open_nursery() as nursery:

@@ -53,6 +53,7 @@ from ._toolcalls import ToolCalls
 from .providers._base import ModelConfig
 from .tools import AgentTools, ToolContext, ToolResult, ToolsFor, default_tools_for
 from .tools._base import ServicesUnavailable
+from .tools._environment import scrubbed
 from .tools._registry import Toolset
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,15 @@ class LocalRuntime:
             config = agent.hooks if agent is not None else None
             ctx = self._tool_context
             self._hooks[agent_name] = (
-                Hooks(config, ctx.working_dir, ctx.env) if config is not None else None
+                Hooks(
+                    config,
+                    ctx.working_dir,
+                    scrubbed(ctx.env, ctx.secret_env),
+                    processes=ctx.processes,
+                    file_permissions=self._config.permissions,
+                )
+                if config is not None
+                else None
             )
         return self._hooks[agent_name]
 
@@ -185,7 +194,10 @@ class LocalRuntime:
         hooks = self._hooks_of(self._agent.name)
         if hooks is None or not hooks.has("on_user_input"):
             return
-        outcome = await hooks.run("on_user_input", {"session_id": self._session_id})
+        perms = io.session.permissions if io is not None else None
+        outcome = await hooks.run(
+            "on_user_input", {"session_id": self._session_id}, permissions=perms
+        )
         await self._hook_warnings(io, failure_warning(outcome))
 
     async def _session_start_hooks(self, io: TurnIO) -> None:
@@ -196,7 +208,7 @@ class LocalRuntime:
             return
         source = "resume" if len(io.session.items) > 1 else "startup"
         fields = {"session_id": io.session.id, "source": source}
-        outcome = await hooks.run("session_start", fields)
+        outcome = await hooks.run("session_start", fields, permissions=io.session.permissions)
         self._start_context = outcome.additional_context
         await self._hook_warnings(io, outcome.system_message, failure_warning(outcome))
 

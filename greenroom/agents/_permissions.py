@@ -19,6 +19,15 @@ ending in ``*`` with no other wildcard is a prefix match (``shell:cmd=sudo*``), 
 shell glob where ``*`` and ``?`` do not cross ``/``. Argument values are compared as text
 (booleans ``true``/``false``, integral numbers without decimals); a pattern with an argument
 condition never matches a call without that argument.
+
+Commands (issue 23): for a tool that runs a process (``decide(..., command=...)``), the rule
+name ``shell`` in a ``deny`` or ``ask`` pattern covers the call whatever the tool is called (an
+``allow`` names the tool it allows), and a ``cmd=`` condition is matched
+against each simple command of the parsed command line (``_command_parse``), never the raw text:
+a ``deny`` matches if ANY simple command matches; an ``allow`` applies only if EVERY simple
+command is allowed (and writes no file through a redirection); when the line is not understood
+or a program cannot be known, a rule set with ``cmd=`` rules for the call asks. ``cmd=X *``
+also covers a bare ``X``. :func:`decide_command` is the entry point for hooks.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ from typing import Any
 import attrs
 
 from greenroom.domain import Approval, Permissions, Session
+
+from ._command_parse import ParsedCommand, SimpleCommand, parse_command
 
 
 class Decision(enum.Enum):
@@ -52,6 +63,7 @@ class Verdict:
     rule: str = ""  # for a person: the pattern or policy that decided (``ask: shell (…)``)
 
 
+PROCESS_TOOL = "shell"  # the rule name that covers every tool running a process
 SESSION_RULES = "session permissions"
 FILE_RULES = "permissions configuration"
 
@@ -132,6 +144,82 @@ def as_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _tool_matches(tool: str, name: str, runs_command: bool) -> bool:
+    return _value_matches(tool, name) or (runs_command and _value_matches(tool, PROCESS_TOOL))
+
+
+def _has_cmd(conditions: list[tuple[str, str]]) -> bool:
+    return any(key.lower() == "cmd" for key, _ in conditions)
+
+
+def _other_conditions_match(
+    conditions: list[tuple[str, str]], arguments: Mapping[str, Any] | None
+) -> bool:
+    lowered = {k.lower(): v for k, v in (arguments or {}).items()}
+    for key, expected in conditions:
+        if key.lower() == "cmd":
+            continue
+        if key.lower() not in lowered:
+            return False
+        if not _value_matches(expected, as_text(lowered[key.lower()])):
+            return False
+    return True
+
+
+def _command_matches(conditions: list[tuple[str, str]], command: SimpleCommand) -> bool:
+    """Whether every ``cmd=`` condition covers ``command`` (``rm *`` covers a bare ``rm``)."""
+    text = command.text
+    return all(
+        _value_matches(expected, text) or _value_matches(expected, text + " ")
+        for key, expected in conditions
+        if key.lower() == "cmd"
+    )
+
+
+def _command_rules(
+    label: str,
+    perms: Permissions,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    parsed: ParsedCommand,
+) -> Verdict | None:
+    """One rule set's verdict on a call that runs ``parsed`` (see the module docstring)."""
+    key = "session" if label == SESSION_RULES else "team"
+
+    def applicable(patterns: Iterable[str], alias: bool) -> list[list[tuple[str, str]]]:
+        out = []
+        for pattern in patterns:
+            tool, conditions = _split(pattern.strip())
+            if _tool_matches(tool, name, alias) and _other_conditions_match(conditions, arguments):
+                out.append(conditions)
+        return out
+
+    # ``shell`` stands for every process tool in what refuses or asks; an allow names its tool
+    # (an approve-tool grant of ``shell`` does not also allow background jobs or scripts).
+    deny, ask = applicable(perms.deny, True), applicable(perms.ask, True)
+    allow = applicable(perms.allow, False)
+    known = [c for c in parsed.commands if not c.opaque]
+    for conditions in deny:
+        if not _has_cmd(conditions) or any(_command_matches(conditions, c) for c in known):
+            return Verdict(
+                Decision.DENY, f"{key}_permissions_deny", f"Tool '{name}' is denied by {label}."
+            )
+    if not parsed.certain and any(_has_cmd(c) for c in (*deny, *allow, *ask)):
+        return Verdict(Decision.ASK, f"{key}_permissions_unparsed")
+
+    def allowed(command: SimpleCommand) -> bool:
+        return any(
+            not _has_cmd(c) or (not command.writes and _command_matches(c, command)) for c in allow
+        )
+
+    if allow and all(allowed(c) for c in parsed.commands):
+        return Verdict(Decision.ALLOW, f"{key}_permissions_allow")
+    for conditions in ask:
+        if not _has_cmd(conditions) or any(_command_matches(conditions, c) for c in known):
+            return Verdict(Decision.ASK, f"{key}_permissions_ask")
+    return None
+
+
 def matches(pattern: str, name: str, arguments: Mapping[str, Any] | None) -> bool:
     """Whether permission ``pattern`` covers a call of ``name`` with ``arguments``."""
     tool, conditions = _split(pattern.strip())
@@ -155,11 +243,22 @@ def _first(patterns: Iterable[str], name: str, arguments: Mapping[str, Any] | No
 
 
 def rule_verdict(
-    name: str, arguments: Mapping[str, Any] | None, rules: Iterable[tuple[str, Permissions | None]]
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    rules: Iterable[tuple[str, Permissions | None]],
+    command: str | None = None,
 ) -> Verdict | None:
-    """The verdict of the first rule set with a pattern covering the call, if any."""
+    """The verdict of the first rule set with a pattern covering the call, if any.
+
+    ``command``: the shell command text the call runs, for a tool that runs a process.
+    """
     for label, perms in rules:
         if perms is None:
+            continue
+        if command is not None:
+            verdict = _command_rules(label, perms, name, arguments, parse_command(command))
+            if verdict is not None:
+                return verdict
             continue
         key = "session" if label == SESSION_RULES else "team"
         if _any(perms.deny, name, arguments):
@@ -194,10 +293,18 @@ def decide(
     file_permissions: Permissions | None,
     read_only: bool,
     now: dt.datetime,
+    command: str | None = None,
 ) -> Verdict:
-    """Decide what happens to a call (see the module docstring for the order)."""
+    """Decide what happens to a call (see the module docstring for the order).
+
+    ``command``: the shell command text the call runs, when the tool runs a process (shell,
+    background jobs, script tools, hooks); rules then apply to its parsed simple commands.
+    """
     ruled = rule_verdict(
-        name, arguments, ((SESSION_RULES, session.permissions), (FILE_RULES, file_permissions))
+        name,
+        arguments,
+        ((SESSION_RULES, session.permissions), (FILE_RULES, file_permissions)),
+        command,
     )
     if ruled is not None:
         return ruled
@@ -216,3 +323,24 @@ def decide(
         )
     rule = f"no rule allows {name}, and the safety policy ({policy or 'default'}) asks"
     return Verdict(Decision.ASK, f"mode_{policy or 'default'}", rule=rule)
+
+
+def decide_command(
+    command: str,
+    *,
+    session: Session,
+    file_permissions: Permissions | None,
+    now: dt.datetime,
+    name: str = PROCESS_TOOL,
+    arguments: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """The decision for running shell ``command`` (hooks and other process runners)."""
+    return decide(
+        name,
+        {"cmd": command} if arguments is None else arguments,
+        session=session,
+        file_permissions=file_permissions,
+        read_only=False,
+        now=now,
+        command=command,
+    )

@@ -47,7 +47,7 @@ from ._frame import Frame, ManagedTool
 from ._hooks import HookOutcome, Hooks, failure_warning, tool_fields
 from ._permissions import Decision, Verdict, decide
 from ._runtime import ResumeRequest, TurnIO
-from .tools import AgentTools, Tool, ToolResult, tool_definition
+from .tools import AgentTools, Tool, ToolResult, command_of, tool_definition
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +187,7 @@ class ToolCalls:
             file_permissions=self.file_permissions,
             read_only=True,
             now=self.now(),
+            command=command_of(tool, item.arguments),
         )
         return verdict.decision is Decision.ALLOW
 
@@ -213,6 +214,7 @@ class ToolCalls:
             file_permissions=self.file_permissions,
             read_only=tool.annotations.read_only,
             now=self.now(),
+            command=command_of(tool, item.arguments),
         )
         if forced_ask and verdict.decision is Decision.ALLOW:
             verdict = Verdict(Decision.ASK, "hook")
@@ -222,7 +224,11 @@ class ToolCalls:
             return ToolResult(BACKGROUND_ASK, is_error=True)
         if verdict.decision is Decision.ASK:
             if hooks is not None and hooks.has("on_user_input"):
-                outcome = await hooks.run("on_user_input", {"session_id": io.session.id})
+                outcome = await hooks.run(
+                    "on_user_input",
+                    {"session_id": io.session.id},
+                    permissions=io.session.permissions,
+                )
                 await _hook_notes(io, agent_name, outcome)
             answer = await self._ask(io, agent_name, item, verdict.rule)
             if not is_approval(answer):
@@ -235,7 +241,9 @@ class ToolCalls:
         if hooks is not None and hooks.has("post_tool_use", name):
             fields = tool_fields(io.session.id, name, call.id, item.arguments)
             fields["tool_response"] = result.output
-            outcome = await hooks.run("post_tool_use", fields, name)
+            outcome = await hooks.run(
+                "post_tool_use", fields, name, permissions=io.session.permissions
+            )
             await _hook_notes(io, agent_name, outcome)
             if outcome.additional_context:
                 output = f"{result.output}\n\n{outcome.additional_context}"
@@ -250,7 +258,7 @@ class ToolCalls:
         call = item.call
         name = call.function.name
         fields = tool_fields(io.session.id, name, call.id, item.arguments)
-        outcome = await hooks.run("pre_tool_use", fields, name)
+        outcome = await hooks.run("pre_tool_use", fields, name, permissions=io.session.permissions)
         await _hook_notes(io, agent_name, outcome)
         if not outcome.allowed:
             event = HookBlocked(call, item.definition, outcome.message, agent_name, io.session.id)
@@ -277,7 +285,7 @@ class ToolCalls:
         timed_out = False
         answer: ResumeRequest | None = None
         with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:
-            answer = await self.confirmations.ask(lambda: io.emit(event))
+            answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
         if scope.cancelled_caught or answer is None:
             timed_out = True
             answer = ResumeRequest(

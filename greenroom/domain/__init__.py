@@ -74,10 +74,13 @@ from ._lenient import known_keys_only as known_keys_only, parse_lenient as parse
 from ._limits import (
     INT64_MAX as INT64_MAX,
     INT64_MIN as INT64_MIN,
+    MAX_COST as MAX_COST,
     MAX_NAME as MAX_NAME,
     MAX_PATH as MAX_PATH,
     MAX_TITLE as MAX_TITLE,
+    MAX_TOKEN_COUNT as MAX_TOKEN_COUNT,
     Amount as Amount,
+    CostAmount as CostAmount,
     Count as Count,
     Length as Length,
     Name as Name,
@@ -87,6 +90,9 @@ from ._limits import (
     PlainName as PlainName,
     Range as Range,
     Title as Title,
+    TokenCount as TokenCount,
+    add_cost as add_cost,
+    add_count as add_count,
     check_text as check_text,
     check_value as check_value,
 )

@@ -84,6 +84,27 @@ Count = Annotated[int, Range(0, INT64_MAX)]
 Amount = Annotated[float, Range(0.0)]
 """A non-negative, finite number (cost)."""
 
+MAX_TOKEN_COUNT = 2**53 - 1  # exact in every JSON reader; turns can add 2^63 - 2^53 more
+MAX_COST = 1e15
+TokenCount = Annotated[int, Range(0, MAX_TOKEN_COUNT)]
+"""A token counter a client may set (``PATCH /tokens``): far from the 64-bit limit."""
+CostAmount = Annotated[float, Range(0.0, MAX_COST)]
+"""A cost a client may set."""
+
+
+def add_count(total: int, more: int) -> int:
+    """``total + more`` held within the store's 64 bits (a counter never overflows)."""
+    return max(0, min(INT64_MAX, total + more))
+
+
+def add_cost(total: float, more: float) -> float:
+    """``total + more`` held finite and within :data:`MAX_COST`."""
+    summed = total + more
+    if summed != summed:  # NaN: the addition is dropped
+        return total
+    return min(MAX_COST, max(0.0, summed))
+
+
 Name = Annotated[str, Length(MAX_NAME)]
 Title = Annotated[str, Length(MAX_TITLE)]
 PathText = Annotated[str, Length(MAX_PATH)]

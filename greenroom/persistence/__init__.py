@@ -23,6 +23,7 @@ from ._persistence import (
     Persistence as Persistence,
     Writer as Writer,
 )
+from ._process_log import ProcessLog as ProcessLog, ProcessRecord as ProcessRecord
 from ._protocol import Store as Store
 from ._records import (
     DECISION_ACTIONS as DECISION_ACTIONS,
@@ -65,6 +66,8 @@ __all__ = [
     "NullBus",
     "Ownership",
     "Persistence",
+    "ProcessLog",
+    "ProcessRecord",
     "RecoveryPlan",
     "RetentionPolicy",
     "SqliteStore",

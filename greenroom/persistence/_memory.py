@@ -36,6 +36,7 @@ from greenroom.errors import (
 )
 
 from ._memory_journal import MemoryJournal
+from ._process_log import MemoryProcessLog
 
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
 
@@ -50,12 +51,13 @@ def _storable(*values: object) -> None:
             raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
-class MemoryStore(MemoryJournal):
+class MemoryStore(MemoryJournal, MemoryProcessLog):
     """Sessions in a dict; message ids from one counter, as a database would give them."""
 
     def __init__(self) -> None:
         super().__init__()
         self._sessions: dict[str, Session] = {}
+        self._processes = {}
         self._ids = itertools.count(1)
         self._closed = False
 

@@ -7,7 +7,8 @@
     ├── writer      Writer: events (write-behind, group commit), turn and tool-call records
     ├── events      EventReader: replay a session's log, read records for recovery
     ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
-    └── bus         CommitBus: other nodes' commits (NullBus: there are none)
+    ├── bus         CommitBus: other nodes' commits (NullBus: there are none)
+    └── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
 
 Every store implements all of it on one object (its ``store``, ``writer``, ``events`` and
 ``ownership`` are the store itself). The in-memory and SQLite stores are the single-node form
@@ -27,6 +28,7 @@ import trio
 
 from greenroom.domain import Message
 
+from ._process_log import ProcessLog
 from ._protocol import Store
 from ._records import (
     Decision,
@@ -238,6 +240,9 @@ class Persistence(Protocol):
 
     @property
     def bus(self) -> CommitBus: ...
+
+    @property
+    def process_log(self) -> ProcessLog: ...
 
     @property
     def membership(self) -> Membership | None:

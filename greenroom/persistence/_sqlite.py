@@ -26,6 +26,7 @@ from greenroom.errors import StoreError
 from . import _sqlite_journal as journal, _sqlite_sql as sql
 from ._group_commit import GroupCommitWriter
 from ._persistence import SingleNodeRoles
+from ._process_log import SqlProcessLog
 from ._sql_log import SqlLog
 from ._sql_store import SqlStore
 from ._sqlite_open import (
@@ -42,7 +43,10 @@ _READERS = 4
 
 
 class SqliteStore(
-    SingleNodeRoles, SqlStore[sqlite3.Connection], SqlLog[sqlite3.Connection, journal.Owner]
+    SingleNodeRoles,
+    SqlStore[sqlite3.Connection],
+    SqlLog[sqlite3.Connection, journal.Owner],
+    SqlProcessLog,
 ):
     """A :class:`~greenroom.persistence.Persistence` on one SQLite file: the store, the writer,
     the event reader and local ownership at this process's boot epoch. Use

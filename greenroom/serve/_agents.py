@@ -17,6 +17,7 @@ from greenroom.agents import (
 )
 from greenroom.agents._diagnose import diagnose, unknown_models
 from greenroom.agents.providers import ModelClients
+from greenroom.agents.tools import EgressPolicy, ProcessLedger, parse_networks
 from greenroom.errors import AgentConfigError, AgentSourceUnavailable
 
 from ._config import ServeConfig, data_dir
@@ -81,6 +82,7 @@ def runtime_factory(
     sources: AgentSources,
     oauth: OAuthFlows | None = None,
     clients: ModelClients | None = None,
+    processes: ProcessLedger | None = None,
 ) -> LocalRuntimeFactory:
     mcp = McpSettings(
         start_timeout=cfg.mcp_start_timeout,
@@ -96,4 +98,6 @@ def runtime_factory(
         mcp=mcp,
         titles=cfg.titles,
         clients=clients,
+        processes=processes,
+        egress=EgressPolicy(parse_networks(cfg.allow_private_networks)),
     )

@@ -32,6 +32,8 @@ class ServeConfig:
     insecure_no_auth: bool = False
     cors_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    # Networks the network tools may reach besides public addresses (--allow-private-network).
+    allow_private_networks: tuple[str, ...] = ()
     working_dir_root: str | None = None
     auth_label: str = "token"  # recorded as decided_by on tool approvals when auth is on
     data_dir: str = ""  # "" = beside the database (or $XDG_DATA_HOME/greenroom for :memory:)
@@ -90,6 +92,13 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-session-cost must be 0 (no budget) or a positive number of USD")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
         raise ConfigError("--mcp-start-timeout and --mcp-call-timeout must be positive")
+    for network in cfg.allow_private_networks:
+        try:
+            ipaddress.ip_network(network.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"--allow-private-network {network!r} is not an IP network (CIDR)"
+            ) from None
     check_cluster_flags(
         cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
     )

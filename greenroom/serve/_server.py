@@ -19,7 +19,15 @@ import attrs
 import hypercorn.trio
 import trio
 
-from greenroom.actors import RecoveryReport, Registry, open_registry, recover
+from greenroom.actors import (
+    RecoveryReport,
+    Registry,
+    StoreProcessLedger,
+    host_id,
+    kill_leftover_groups,
+    open_registry,
+    recover,
+)
 from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
@@ -107,16 +115,23 @@ async def _serve_bound(
     async with open_store(
         cfg.db, node_id=cfg.node_id, advertise_url=cfg.advertise_url, lease_ttl=cfg.lease_ttl
     ) as persistence:
-        # Before any request: turns the last process left running are marked interrupted.
-        # (A cluster node repairs only what dead nodes left: its sweeper, once joined.)
-        report = await recover(persistence) if persistence.membership is None else None
+        # Before any request: tool process groups the last process left running are killed,
+        # and turns it left running are marked interrupted. (A cluster node repairs only what
+        # dead nodes left: its sweeper, once joined; its records are its own, by node id.)
+        host = host_id(cfg.node_id if persistence.membership is not None else "")
+        if persistence.membership is None:
+            report: RecoveryReport | None = await recover(persistence, host)
+        else:
+            report = None
+            await kill_leftover_groups(persistence.process_log, host)
+        processes = StoreProcessLedger(persistence.process_log, host)
         oauth = OAuthFlows()  # MCP OAuth flows: started by runtimes, completed by the routes
         leave: list[ClusterNode] = []
         try:
             async with (
                 open_model_clients() as clients,
                 open_registry(
-                    persistence, runtime_factory(cfg, sources, oauth, clients)
+                    persistence, runtime_factory(cfg, sources, oauth, clients, processes)
                 ) as registry,
             ):
                 serving = Serving(

@@ -34,6 +34,9 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel
 CORS_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID"
 
 
+_STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(dumps(body), status, headers or {}, content_type="application/json")
 
@@ -51,14 +54,18 @@ async def _read_request(op: Operation, params: dict[str, str], limit: int) -> tu
     """The parsed request, and its body as it came (for forwarding it to another node)."""
     body = None
     data = b""
-    if op.body is not None:
+    declared = request.headers.get("Content-Type")
+    if op.body is not None or op.method in _STATE_CHANGING:
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"request body is larger than {limit} bytes")
         raw = await request.get_data(cache=False, as_text=False)
         assert isinstance(raw, bytes)
         data = raw
-        if data.strip():
-            check_json_content_type(request.headers.get("Content-Type"))
+        # A body, or a declared type even without one (a cross-site form or text/plain POST
+        # needs no preflight), must be JSON; an operation without a body ignores a JSON one.
+        if data.strip() or declared:
+            check_json_content_type(declared)
+    if op.body is not None:
         body = parse_body(data, op.body, empty_ok=not op.body_required, array_field=op.array_body)
     raw_headers = {k.lower(): v for k, v in request.headers.items()}
     query, headers = check_params(op, params, dict(request.args), raw_headers)

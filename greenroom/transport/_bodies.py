@@ -13,6 +13,7 @@ from greenroom.agents import ConfirmationKind
 from greenroom.domain import (
     MAX_NAME,
     Amount,
+    CostAmount,
     Count,
     Length,
     Message,
@@ -25,6 +26,7 @@ from greenroom.domain import (
     Range,
     Role,
     Title,
+    TokenCount,
     Usage,
 )
 from greenroom.errors import InvalidRequest
@@ -169,9 +171,9 @@ class TitleBody:
 
 @attrs.frozen
 class TokensBody:
-    input_tokens: Count
-    output_tokens: Count
-    cost: Amount | None = None
+    input_tokens: TokenCount  # at most 2^53 - 1: turns add to it without overflowing
+    output_tokens: TokenCount
+    cost: CostAmount | None = None
 
 
 @attrs.frozen

@@ -96,7 +96,19 @@ def same_origin(origin: str, host: str) -> bool:
     scheme, sep, rest = origin.strip().lower().partition("://")
     if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
         return False
+    if scheme == "https" and _is_loopback(host_name(host)):
+        return False  # greenroom speaks plain HTTP: on loopback no TLS proxy stands in front
     return _netloc(rest, scheme) in (_netloc(host, "http"), _netloc(host, "https"))
+
+
+def _is_loopback(name: str) -> bool:
+    name = name.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def check_request(

@@ -183,7 +183,8 @@ async def toggle_thinking(ctx: Context, req: Request) -> Reply:
 
 
 async def toggle_tools(ctx: Context, req: Request) -> Reply:
-    await ctx.registry.session(_session_id(req)).toggle_tool_approval()
+    who = ctx.config.auth_label if ctx.config.auth_token else req.client
+    await ctx.registry.session(_session_id(req)).toggle_tool_approval(who)
     return Reply(None)
 
 

@@ -30,6 +30,7 @@ from greenroom.agents.tools import (
 )
 from greenroom.domain import (
     HookBlocked,
+    Permissions,
     ToolCallConfirmation,
     ToolCallEvent,
     ToolCallResponse,
@@ -350,3 +351,63 @@ async def test_hooks_of_one_event_run_concurrently_and_each_command_once(
     assert outcome.allowed
     assert sorted((tmp_path / "log").read_text().split()) == ["a", "b"]
     assert trio.current_time() - started < 1.9  # together, not one after the other
+
+
+# --- hooks under the tools' rules (issue 23): deny rules, secrets, process lifetime ----------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -f victim",
+        "\\rm -f victim",
+        "'rm' -f victim",
+        "true && rm -f victim",
+        "env rm -f victim",
+    ],
+)
+async def test_a_deny_rule_about_a_command_stops_a_hook_running_it(
+    tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "victim").write_text("keep me")
+    config = HooksConfig(session_start=(HookCommand(command, LIMIT),))
+    file_rules = Permissions(deny=("shell:cmd=rm *",))
+    hooks = Hooks(config, tmp_path, ENV, file_permissions=file_rules)
+    with trio.fail_after(LIMIT):
+        outcome = await hooks.run("session_start", {"session_id": "s"})
+    assert (tmp_path / "victim").exists()
+    assert outcome.failures and "not run" in outcome.failures[0]
+    # the session's own deny rules hold too, and a harmless hook still runs
+    session_rules = Permissions(deny=("shell:cmd=touch *",))
+    config = HooksConfig(session_start=(HookCommand("touch made; echo ok > ran", LIMIT),))
+    with trio.fail_after(LIMIT):
+        await Hooks(config, tmp_path, ENV).run("session_start", {}, permissions=session_rules)
+    assert not (tmp_path / "ran").exists()
+    config = HooksConfig(session_start=(HookCommand("echo ok > ran", LIMIT),))
+    with trio.fail_after(LIMIT):
+        await Hooks(config, tmp_path, ENV).run("session_start", {}, permissions=session_rules)
+    assert (tmp_path / "ran").read_text() == "ok\n"
+
+
+async def test_a_hook_group_is_recorded_and_its_environment_has_no_secrets(
+    tmp_path: Path,
+) -> None:
+    started: list[tuple[int, str]] = []
+    ended: list[int] = []
+
+    class Ledger:
+        async def started(self, pgid: int, start_ticks: int, label: str) -> None:
+            started.append((pgid, label))
+
+        async def ended(self, pgid: int) -> None:
+            ended.append(pgid)
+
+    from greenroom.agents.tools._environment import scrubbed
+
+    env = scrubbed({**ENV, "GREENROOM_AUTH_TOKEN": "t0k", "OPENAI_API_KEY": "sk-x"})
+    config = HooksConfig(session_start=(HookCommand("env > seen", LIMIT),))
+    with trio.fail_after(LIMIT):
+        await Hooks(config, tmp_path, env, processes=Ledger()).run("session_start", {})
+    seen = (tmp_path / "seen").read_text()
+    assert "t0k" not in seen and "sk-x" not in seen and "PATH=" in seen
+    assert [label for _, label in started] == ["hook env > seen"]

@@ -20,16 +20,18 @@ import pytest
 import trio
 
 from greenroom.agents import ToolContext, ToolsetConfig
-from greenroom.agents.tools import build_tools
+from greenroom.agents.tools import EgressPolicy, build_tools, parse_networks
 from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
+LOOPBACK = EgressPolicy(parse_networks(["127.0.0.0/8"]))
 
 
 def tools_of(kind: str, root: Path, **options: Any) -> Any:
     ctx = ToolContext(
         working_dir=root, data_dir=root / "data", agent_file=str(root / "a.yaml"),
         env={"PATH": os.environ.get("PATH", "/bin"), "TOKEN": "t0k"},
+        egress=LOOPBACK,  # the loopback web server (the egress policy refuses it by default)
     )  # fmt: skip
     return build_tools([ToolsetConfig(kind, options)], ctx)
 

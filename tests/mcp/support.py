@@ -18,13 +18,19 @@ import trio
 
 from greenroom.agents import ElicitationAnswer
 from greenroom.agents.mcp import McpServer, StdioSpec
+from greenroom.agents.tools import EgressPolicy, parse_networks
 from greenroom.agents.tools._base import McpSettings
 from greenroom.domain import Event
 from tests.slowness import slow
 
 SERVER = Path(__file__).with_name("stdio_server.py")
+# Remote test servers listen on loopback, which the egress policy refuses unless allowed.
+LOOPBACK = EgressPolicy(parse_networks(["127.0.0.0/8"]))
 QUICK = McpSettings(
-    start_timeout=slow(20.0), call_timeout=slow(20.0), restart_backoff=(0.05, 0.1, 0.2)
+    start_timeout=slow(20.0),
+    call_timeout=slow(20.0),
+    restart_backoff=(0.05, 0.1, 0.2),
+    egress=LOOPBACK,
 )
 
 

@@ -18,6 +18,7 @@ import trio
 
 from greenroom.agents import ElicitationAnswer, OAuthFlows, Redirect, ToolContext
 from greenroom.agents.mcp import McpServer, RemoteSpec, server_spec, token_path
+from greenroom.agents.tools import EgressPolicy
 from greenroom.domain import AuthorizationEvent
 from greenroom.errors import InvalidRequest, OAuthFlowNotFound
 from tests.mcp.http_servers import (
@@ -92,6 +93,19 @@ async def test_an_unreachable_server_is_a_start_warning() -> None:
                 "mcp(remote host=127.0.0.1:9 transport=streamable) start failed"
             )
             nursery.cancel_scope.cancel()
+
+
+async def test_a_loopback_server_is_refused_by_the_egress_policy() -> None:
+    """Issue 23: remote MCP connects only where the policy allows, like fetch."""
+    with trio.fail_after(DEADLINE):
+        async with serving(streamable_app(tools_server())) as url:
+            strict = attrs.evolve(QUICK, egress=EgressPolicy())
+            async with trio.open_nursery() as nursery:
+                server = McpServer(RemoteSpec(f"{url}/mcp"), FakeHost(nursery), strict)
+                warning = await server.ensure_started()
+                assert "refused by the egress policy" in warning, warning
+                assert "127.0.0.1 is a loopback address" in warning
+                nursery.cancel_scope.cancel()
 
 
 def test_remote_options_are_checked() -> None:

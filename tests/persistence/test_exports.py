@@ -21,6 +21,8 @@ FACADE = {
     "CommitBus",
     "CommitListener",
     "NullBus",
+    "ProcessLog",
+    "ProcessRecord",
     # the stores
     "MemoryStore",
     "open_memory_store",

@@ -73,6 +73,11 @@ def test_host_check(policy: SitePolicy, host: str, allowed: bool) -> None:
         ("ftp://localhost:8080", "localhost:8080", False),
         ("http://localhost:8080/path", "localhost:8080", False),
         ("http://[::1]:8080", "[::1]:8080", True),
+        # Issue 23: greenroom speaks plain HTTP; on loopback an https origin is another server.
+        ("https://127.0.0.1:8080", "127.0.0.1:8080", False),
+        ("https://localhost:8080", "localhost:8080", False),
+        ("https://[::1]:8080", "[::1]:8080", False),
+        ("https://127.0.0.1", "127.0.0.1:443", False),
     ],
 )
 def test_same_origin(origin: str, host: str, same: bool) -> None:

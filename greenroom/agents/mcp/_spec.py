@@ -17,6 +17,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from ..tools._base import ToolContext, ToolsetError
+from ..tools._environment import scrubbed
 from ..tools._expand import expand, expand_env
 
 TRANSPORTS = {"streamable": "streamable", "streamable-http": "streamable", "sse": "sse", "": ""}
@@ -104,7 +105,9 @@ def server_spec(options: Mapping[str, Any], ctx: ToolContext) -> ServerSpec:
         )
     raw_env = _mapping(options.get("env"), "env")
     own_env = {str(k): expand_env(str(v), ctx.env) for k, v in raw_env.items()}
-    env = {**ctx.env, **own_env}
+    # A local server is a tool process: it starts without the server's secrets (issue 23)
+    # unless the toolset's env passes them.
+    env = {**scrubbed(ctx.env, ctx.secret_env), **own_env}
     if command:
         if not isinstance(command, str):
             raise ToolsetError("command must be a string")

@@ -31,6 +31,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from ..tools import _watchdog
+
 log = logging.getLogger(__name__)
 
 MAX_LINE = 8 * 1024 * 1024
@@ -100,6 +102,7 @@ async def stop_process(process: trio.Process, grace: float = EXIT_GRACE) -> None
             _signal_group(process, signal.SIGKILL)
         if process.returncode is None:
             log.warning("MCP server process %d survived SIGKILL", process.pid)
+        _watchdog.release(process.pid)
 
 
 async def spawn(
@@ -112,7 +115,7 @@ async def spawn(
     Raises:
         OSError: the command could not be started (not found, not executable, bad directory).
     """
-    return await trio.lowlevel.open_process(
+    process = await trio.lowlevel.open_process(
         [command, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -121,6 +124,8 @@ async def spawn(
         env=dict(env),
         start_new_session=True,
     )
+    _watchdog.watch(process.pid)  # killed with its group if this server dies (issue 23)
+    return process
 
 
 @asynccontextmanager

@@ -14,6 +14,7 @@ import attrs
 
 from .._config import ToolsetConfig
 from ..tools._base import ToolContext, ToolsetError
+from ..tools._egress import toolset_policy
 from ..tools._registry import Toolset, register
 from ._server import McpServer
 from ._spec import server_spec
@@ -25,7 +26,11 @@ def mcp_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     prefix = config.options.get("name") or ""
     if not isinstance(prefix, str):
         raise ToolsetError("name must be a string")
-    settings = ctx.mcp
+    try:
+        egress = toolset_policy(config.options, ctx.egress)
+    except ValueError as exc:
+        raise ToolsetError(str(exc)) from None
+    settings = attrs.evolve(ctx.mcp, egress=egress)
     timeout = config.options.get("timeout")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:

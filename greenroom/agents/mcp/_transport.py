@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from ..tools._base import McpSettings
+from ..tools._egress import guarded_httpx2_client
 from ._spec import (
     DockerSpec,
     RemoteSpec,
@@ -135,7 +136,7 @@ async def open_transport(
         async with _docker(spec, settings, on_stderr) as streams:
             yield streams
     else:
-        async with _remote(spec, auth) as streams:
+        async with _remote(spec, auth, settings) as streams:
             yield streams
 
 
@@ -185,15 +186,34 @@ async def _docker(
 
 
 @asynccontextmanager
-async def _remote(spec: RemoteSpec, auth_for: AuthFor) -> AsyncIterator[tuple[Any, Any]]:
+async def _remote(
+    spec: RemoteSpec, auth_for: AuthFor, settings: McpSettings
+) -> AsyncIterator[tuple[Any, Any]]:
+    """A remote server, every connection under the toolset's egress policy (``_egress``)."""
     auth = auth_for(spec.url)
+    policy = settings.egress
+
+    def guarded(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return guarded_httpx2_client(  # type: ignore[no-any-return]
+            policy,
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(30.0, read=300.0),
+            auth=auth,
+        )
+
     if spec.transport == "sse":
-        async with sse_client(spec.url, headers=dict(spec.headers), auth=auth) as streams:
+        async with sse_client(
+            spec.url, headers=dict(spec.headers), auth=auth, httpx_client_factory=guarded
+        ) as streams:
             yield streams
         return
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=dict(spec.headers), auth=auth, timeout=timeout) as client,
+        guarded(headers=dict(spec.headers), auth=auth, timeout=timeout) as client,
         streamable_http_client(spec.url, http_client=client) as streams,
     ):
         yield streams

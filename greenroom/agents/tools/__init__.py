@@ -11,6 +11,7 @@ from ._base import (
     FunctionTool as FunctionTool,
     Image as Image,
     McpSettings as McpSettings,
+    ProcessLedger as ProcessLedger,
     ServicesUnavailable as ServicesUnavailable,
     Tool as Tool,
     ToolAnnotations as ToolAnnotations,
@@ -18,8 +19,19 @@ from ._base import (
     ToolHost as ToolHost,
     ToolResult as ToolResult,
     ToolsetError as ToolsetError,
+    command_of as command_of,
     limit_output as limit_output,
     tool_definition as tool_definition,
+)
+from ._egress import (
+    EgressPolicy as EgressPolicy,
+    EgressRefused as EgressRefused,
+    guarded_client as guarded_client,
+    parse_networks as parse_networks,
+)
+from ._process import (
+    kill_recorded_group as kill_recorded_group,
+    start_ticks as start_ticks,
 )
 from ._registry import (
     TOOLSET_BUILDERS as TOOLSET_BUILDERS,

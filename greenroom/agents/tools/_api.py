@@ -26,6 +26,7 @@ from ._base import (
     error,
     limit_output,
 )
+from ._egress import guarded_client, toolset_policy
 from ._expand import expand
 from ._http import USER_AGENT, BadURL, check_url, read_limited
 from ._registry import Toolset, register
@@ -39,6 +40,10 @@ def api_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     if not isinstance(api, Mapping) or not isinstance(api.get("endpoint"), str):
         raise ToolsetError("api_config with an endpoint is required")
     env = {"env": dict(ctx.env)}
+    try:
+        policy = toolset_policy(config.options, ctx.egress)
+    except ValueError as exc:
+        raise ToolsetError(str(exc)) from None
     endpoint = expand(str(api["endpoint"]), env)
     try:
         check_url(endpoint)
@@ -74,13 +79,13 @@ def api_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
         try:
             with trio.fail_after(TIMEOUT):
                 async with (
-                    httpx.AsyncClient(timeout=None) as client,
+                    guarded_client(policy, timeout=None) as client,
                     client.stream(method, url, headers=sent, content=body) as response,
                 ):
                     data, _ = await read_limited(response)
         except trio.TooSlowError:
             return error(f"Error calling tool: request failed: timed out after {TIMEOUT:g}s")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return error(f"Error calling tool: request failed: {exc}")
         return ToolResult(limit_output(data.decode(errors="replace")))
 

@@ -21,6 +21,7 @@ from .._elicitation import ElicitationAnswer
 from .._oauth_flows import OAuthFlows
 from .._tool_values import Image as Image, ToolResult as ToolResult, error as error
 from ..providers._base import ToolSpec
+from ._egress import PUBLIC_ONLY, EgressPolicy
 
 OUTPUT_LIMIT = 30_000
 """Bytes of output a shell, script or API tool returns before it is truncated (upstream)."""
@@ -78,6 +79,7 @@ class Tool(Protocol):
 
 
 ToolHandler = Callable[[Mapping[str, Any]], Awaitable[ToolResult | str]]
+CommandOf = Callable[[Mapping[str, Any]], str]
 
 
 @attrs.frozen
@@ -88,6 +90,9 @@ class FunctionTool:
     handler: ToolHandler
     annotations: ToolAnnotations = ToolAnnotations()
     category: str = ""
+    # For a tool that runs a process: the shell command text a call with these arguments runs
+    # (permission rules apply to its parsed simple commands, agents/_permissions.py).
+    command: CommandOf | None = None
 
     @property
     def needs_confirmation(self) -> bool:
@@ -96,6 +101,14 @@ class FunctionTool:
     async def call(self, arguments: Mapping[str, Any]) -> ToolResult:
         result = await self.handler(arguments)
         return result if isinstance(result, ToolResult) else ToolResult(result)
+
+
+def command_of(tool: object, arguments: Mapping[str, Any] | None) -> str | None:
+    """The shell command a call of ``tool`` runs, or None for a tool that runs no process."""
+    command = getattr(tool, "command", None)
+    if not callable(command):
+        return None
+    return str(command(arguments or {}))
 
 
 def tool_definition(tool: Tool) -> dict[str, Any]:
@@ -192,6 +205,7 @@ class McpSettings:
         docker: the ``docker`` command Docker MCP catalog servers are started with.
         restart_backoff: seconds before each restart of a server that died.
         max_line: bytes one JSON-RPC line of a local server may take.
+        egress: where a remote server may be (set per toolset from the context's policy).
     """
 
     start_timeout: float = 30.0
@@ -202,6 +216,15 @@ class McpSettings:
     docker: str = "docker"
     restart_backoff: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
     max_line: int = 8 * 1024 * 1024
+    egress: EgressPolicy = PUBLIC_ONLY  # where remote servers may be (the toolset's policy)
+
+
+class ProcessLedger(Protocol):
+    """Where tool process groups are recorded while they live (the store's process log)."""
+
+    async def started(self, pgid: int, start_ticks: int, label: str) -> None: ...
+
+    async def ended(self, pgid: int) -> None: ...
 
 
 @attrs.frozen
@@ -216,6 +239,12 @@ class ToolContext:
         env: the environment shell-like tools start from (and ``${env.X}`` expands from).
         host: the runtime, for tools it manages (None where no runtime runs them).
         mcp: how MCP servers are run.
+        egress: where network tools may connect (public addresses, plus the networks the
+            operator allows: ``--allow-private-network``).
+        secret_env: more variables tool processes do not inherit (the models' ``token_key``;
+            greenroom's own and the providers' keys are always left out).
+        processes: where tool process groups are recorded (None: nowhere; the watchdog
+            still kills them when the server dies).
     """
 
     working_dir: Path = attrs.field(factory=process_cwd, converter=Path)
@@ -227,3 +256,6 @@ class ToolContext:
     env: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     host: ToolHost | None = None
     mcp: McpSettings = McpSettings()
+    processes: ProcessLedger | None = None
+    secret_env: frozenset[str] = frozenset()
+    egress: EgressPolicy = PUBLIC_ONLY

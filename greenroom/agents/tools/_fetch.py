@@ -21,6 +21,7 @@ from protego import Protego
 from .._config import ToolsetConfig
 from ..providers._base import ToolSpec
 from ._base import FunctionTool, ToolAnnotations, ToolContext, ToolResult, ToolsetError, error
+from ._egress import PUBLIC_ONLY, EgressPolicy, guarded_client, toolset_policy
 from ._http import ROBOTS_AGENT, USER_AGENT, BadURL, check_url, read_limited
 from ._registry import Toolset, register
 
@@ -72,8 +73,9 @@ def convert(body: bytes, content_type: str, fmt: str) -> str:
 
 
 class Fetcher:
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, policy: EgressPolicy = PUBLIC_ONLY) -> None:
         self.timeout = timeout
+        self.policy = policy
 
     async def _allowed(self, client: httpx.AsyncClient, url: str, robots: dict[str, Any]) -> None:
         parts = urllib.parse.urlsplit(url)
@@ -131,11 +133,9 @@ class Fetcher:
         )
         results: list[dict[str, Any]] = []
         robots: dict[str, Any] = {}
-        transport = httpx.AsyncHTTPTransport(retries=0)
-        async with httpx.AsyncClient(
-            transport=transport, headers={"User-Agent": USER_AGENT}, follow_redirects=True,
-            timeout=None,
-        ) as client:  # fmt: skip
+        async with guarded_client(
+            self.policy, headers={"User-Agent": USER_AGENT}, follow_redirects=True, timeout=None
+        ) as client:
             for url in urls:
                 try:
                     with trio.fail_after(seconds):
@@ -144,7 +144,7 @@ class Fetcher:
                     results.append({"url": url, "error": f"timed out after {seconds:g}s"})
                 except (BadURL, Blocked) as exc:
                     results.append({"url": url, "error": str(exc)})
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:
                     results.append({"url": url, "error": str(exc) or type(exc).__name__})
         if len(results) == 1:
             only = results[0]
@@ -163,10 +163,14 @@ class Fetcher:
 
 
 @register("fetch")
-def fetch_toolset(config: ToolsetConfig, _: ToolContext) -> Toolset:
+def fetch_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     timeout = config.options.get("timeout", 30)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
         raise ToolsetError("timeout must be a whole number of seconds, at least 1")
-    fetcher = Fetcher(float(timeout))
+    try:
+        policy = toolset_policy(config.options, ctx.egress)
+    except ValueError as exc:
+        raise ToolsetError(str(exc)) from None
+    fetcher = Fetcher(float(timeout), policy)
     tool = FunctionTool(SPEC, fetcher.fetch, ToolAnnotations(title="Fetch URLs"), "fetch")
     return Toolset([tool], INSTRUCTIONS)

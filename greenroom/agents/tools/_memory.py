@@ -4,6 +4,9 @@ Default file: ``<data dir>/memory/<agent file name>-<8 hex of sha256(agent file 
 (as upstream, under greenroom's data directory). A relative ``path`` option is resolved
 against the working directory and must stay inside it. Every call opens the file in a worker
 thread, does its statement and closes it, so no connection outlives a call.
+
+The database is shared by every session of the agent file, so no tool of it is read-only:
+reading asks as writing does (a permission rule can allow them).
 """
 
 from __future__ import annotations
@@ -170,7 +173,11 @@ _CATEGORY = string("An optional category")
 @register("memory")
 def memory_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     store = Memories(memory_path(config, ctx))
-    ask, auto = ToolAnnotations(), ToolAnnotations(read_only=True)
+    # Every session of the agent file shares the database: reading shows what other sessions
+    # (other users, perhaps) stored, so reads ask like writes (issue 23); an agent file or a
+    # session that wants them free says so: ``permissions: allow: [get_memories, ...]``.
+    ask = ToolAnnotations()
+    auto = ToolAnnotations(title="Read shared memories")
     memory = string("The text to remember")
     with_category = {"memory": memory, "category": _CATEGORY}
     search = {"query": string("Words that must all occur"), "category": _CATEGORY}

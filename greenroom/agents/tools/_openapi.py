@@ -32,6 +32,7 @@ from ._base import (
     error,
     limit_output,
 )
+from ._egress import PUBLIC_ONLY, EgressPolicy, guarded_client, toolset_policy
 from ._expand import expand
 from ._http import USER_AGENT, read_limited
 from ._registry import Toolset, register
@@ -54,14 +55,16 @@ def parse_document(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-async def load_document(source: str, root: Path) -> tuple[dict[str, Any], str]:
+async def load_document(
+    source: str, root: Path, policy: EgressPolicy = PUBLIC_ONLY
+) -> tuple[dict[str, Any], str]:
     """The parsed document and the URL it came from (a file URL for local files)."""
     if source.startswith(("http://", "https://")):
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         try:
             with trio.fail_after(TIMEOUT):
                 async with (
-                    httpx.AsyncClient(timeout=None) as client,
+                    guarded_client(policy, timeout=None) as client,
                     client.stream("GET", source, headers=headers) as response,
                 ):
                     raw, _ = await read_limited(response, SPEC_LIMIT)
@@ -128,6 +131,7 @@ def _operation_tool(
     method: str,
     op: dict[str, Any],
     headers: dict[str, str],
+    policy: EgressPolicy,
 ) -> FunctionTool:
     name = sanitize(str(op.get("operationId") or f"{method}_{path}"))
     summary = str(op.get("summary") or "")
@@ -193,7 +197,7 @@ def _operation_tool(
         try:
             with trio.fail_after(TIMEOUT):
                 async with (
-                    httpx.AsyncClient(timeout=None) as client,
+                    guarded_client(policy, timeout=None) as client,
                     client.stream(
                         method.upper(), base + url_path, params=query, headers=sent, content=content
                     ) as response,
@@ -201,7 +205,7 @@ def _operation_tool(
                     data, truncated = await read_limited(response)
         except trio.TooSlowError:
             return error(f"Error calling tool: request failed: timed out after {TIMEOUT:g}s")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return error(f"Error calling tool: request failed: {exc}")
         text = data.decode(errors="replace")
         if truncated:
@@ -220,6 +224,10 @@ def openapi_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     if not isinstance(source, str) or not source:
         raise ToolsetError("url is required")
     env = {"env": dict(ctx.env)}
+    try:
+        policy = toolset_policy(config.options, ctx.egress)
+    except ValueError as exc:
+        raise ToolsetError(str(exc)) from None
     raw_headers = config.options.get("headers") or {}
     headers = (
         {str(k): expand(str(v), env) for k, v in raw_headers.items()}
@@ -228,7 +236,7 @@ def openapi_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     )
 
     async def start() -> Toolset:
-        doc, spec_url = await load_document(expand(source, env), Path(ctx.working_dir))
+        doc, spec_url = await load_document(expand(source, env), Path(ctx.working_dir), policy)
         base = base_url(doc, spec_url)
         tools = []
         for path, item in (doc.get("paths") or {}).items():
@@ -237,7 +245,7 @@ def openapi_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             for method in METHODS:
                 op = item.get(method)
                 if isinstance(op, dict):
-                    tools.append(_operation_tool(doc, base, str(path), method, op, headers))
+                    tools.append(_operation_tool(doc, base, str(path), method, op, headers, policy))
         info = doc.get("info")
         title = str(info.get("title") or "the API") if isinstance(info, dict) else "the API"
         text = f"## {title}\n\nEach tool calls one operation of {title} at {base}."

@@ -5,11 +5,18 @@ shell, its children and their children. A timeout or a cancelled turn sends SIGT
 whole group and returns at once, without waiting for the processes to exit (as upstream). The
 killed processes are reaped later: every new spawn polls the ones killed before, so none stays
 a zombie for longer than the next command.
+
+No group outlives the server (issue 23): each is watched by the watchdog process
+(``_watchdog``), which kills it when the server dies, and recorded through the toolset's
+:class:`ProcessLedger` (the store's process log), so a restart kills what is left
+(:func:`kill_recorded_group`). A group stays watched and recorded until it is empty; every
+spawn looks for the groups that emptied since.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -19,7 +26,66 @@ from pathlib import Path
 import attrs
 import trio
 
+from . import _watchdog
+from ._base import ProcessLedger
+
+log = logging.getLogger(__name__)
 _unreaped: list[trio.Process] = []
+_live: dict[int, ProcessLedger | None] = {}  # pgid -> where it is recorded
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (None: no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[19])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+async def forget_ended() -> None:
+    """Reap exited children and forget (watchdog, ledger) the groups that have emptied."""
+    reap()
+    for pgid, ledger in list(_live.items()):
+        if _group_alive(pgid):
+            continue
+        del _live[pgid]
+        _watchdog.release(pgid)
+        if ledger is not None:
+            try:
+                await ledger.ended(pgid)
+            except Exception as exc:  # a stale record: the next start checks it and drops it
+                log.warning("tool process group %d not forgotten: %s", pgid, exc)
+
+
+def kill_recorded_group(pgid: int, ticks: int) -> bool:
+    """SIGKILL group ``pgid`` left by an earlier server; whether anything was killed.
+
+    A live leader must have started at ``ticks`` (else the pid was reused: left alone). With
+    the leader gone, the group's other members still hold the pgid, which the kernel does not
+    hand out while they live, so they are the group's.
+    """
+    if pgid <= 1:
+        return False
+    leader = start_ticks(pgid)
+    if leader is not None and leader != ticks:
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        return False
+    return True
 
 
 def reap() -> None:
@@ -71,11 +137,18 @@ class Finished:
 
 
 async def spawn(
-    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], stdout: int | object
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str],
+    stdout: int | object,
+    ledger: ProcessLedger | None = None,
+    label: str = "",
 ) -> trio.Process:
-    """Start ``argv`` in a new process group with stdin closed and stderr merged."""
-    reap()
-    return await trio.lowlevel.open_process(
+    """Start ``argv`` in a new process group with stdin closed and stderr merged; the group is
+    watched (killed if the server dies) and recorded in ``ledger``."""
+    await forget_ended()
+    proc = await trio.lowlevel.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=stdout,  # type: ignore[arg-type]
@@ -84,6 +157,21 @@ async def spawn(
         env=dict(env),
         start_new_session=True,
     )
+    await track(proc, ledger, label)
+    return proc
+
+
+async def track(proc: trio.Process, ledger: ProcessLedger | None, label: str) -> None:
+    """Watch the group ``proc`` leads (killed if the server dies) and record it in ``ledger``;
+    call it right after starting ``proc`` in a new session (hooks start theirs with pipes of
+    their own)."""
+    _live[proc.pid] = ledger  # no checkpoint since the start: a cancel cannot lose the group
+    _watchdog.watch(proc.pid)
+    if ledger is not None:
+        try:
+            await ledger.started(proc.pid, start_ticks(proc.pid) or 0, label)
+        except Exception as exc:  # the store failed: the watchdog still covers the group
+            log.warning("tool process group %d not recorded: %s", proc.pid, exc)
 
 
 async def run_captured(
@@ -93,6 +181,8 @@ async def run_captured(
     env: Mapping[str, str],
     limit: int,
     deadline: float = float("inf"),
+    ledger: ProcessLedger | None = None,
+    label: str = "",
 ) -> Finished:
     """Run ``argv`` to completion, keeping the first ``limit`` bytes of its merged output.
 
@@ -103,7 +193,7 @@ async def run_captured(
     Raises:
         OSError: the command could not be started.
     """
-    proc = await spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
+    proc = await spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, ledger=ledger, label=label)
     buffer = bytearray()
     stream = proc.stdout
     assert stream is not None

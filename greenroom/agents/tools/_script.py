@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,11 @@ def _entry(name: str, raw: Any) -> tuple[str, str, dict[str, Any], list[str], st
     return cmd, description, properties, required_list, str(raw.get("working_dir") or "")
 
 
+def _fixed(cmd: str) -> Callable[[Mapping[str, Any]], str]:
+    """A script tool always runs its author's command (the arguments are variables)."""
+    return lambda _args: cmd
+
+
 @register("script")
 def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     entries = config.options.get("shell")
@@ -89,12 +94,17 @@ def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             else Path(workdir or ctx.working_dir)
         )
 
-        def make(cmd: str = cmd, cwd: Path = cwd) -> Any:
+        def make(cmd: str = cmd, cwd: Path = cwd, label: str = str(name)) -> Any:
             async def run(args: Mapping[str, Any]) -> ToolResult:
                 call_env = {**env, **{k: _arg_text(v) for k, v in args.items() if v is not None}}
                 try:
                     done = await run_captured(
-                        [shell, "-c", cmd], cwd=cwd, env=call_env, limit=OUTPUT_LIMIT + 1
+                        [shell, "-c", cmd],
+                        cwd=cwd,
+                        env=call_env,
+                        limit=OUTPUT_LIMIT + 1,
+                        ledger=ctx.processes,
+                        label=label,
                     )
                 except OSError as exc:
                     return error(f"Error executing command '{cmd}': {exc}\nOutput: ")
@@ -112,7 +122,11 @@ def script_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             parameters["required"] = required
         tools.append(
             FunctionTool(
-                ToolSpec(str(name), description, parameters), make(), ToolAnnotations(), ""
+                ToolSpec(str(name), description, parameters),
+                make(),
+                ToolAnnotations(),
+                "",
+                _fixed(cmd),
             )
         )
         lines.append(f"### {name}\n{description}")

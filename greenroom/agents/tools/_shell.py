@@ -2,8 +2,9 @@
 
 Commands run through ``$SHELL -c`` (else ``/bin/sh``), stdin closed, stdout and stderr merged,
 each in a new process group (``_process``). Non-zero exits and timeouts are normal results,
-as upstream. Environment: the server's environment with the toolset's ``env`` laid over it, so
-``env`` wins on a duplicate key (upstream lets the parent win; see docs/decisions).
+as upstream. Environment: the server's environment without its secrets (``_environment``:
+greenroom's token, provider keys) with the toolset's ``env`` laid over it, so ``env`` wins on a
+duplicate key (upstream lets the parent win; see docs/decisions).
 
 Background jobs write their output to a file in a private temporary directory instead of a
 pipe, so no task has to outlive the tool call that started them: ``view_background_job`` reads
@@ -38,6 +39,7 @@ from ._base import (
     schema,
     string,
 )
+from ._environment import scrubbed
 from ._expand import expand_env
 from ._process import exit_text, go_duration, kill_group, run_captured, spawn
 from ._registry import Toolset, register
@@ -56,11 +58,12 @@ INSTRUCTIONS = (
 
 
 def toolset_env(config: ToolsetConfig, ctx: ToolContext) -> dict[str, str]:
-    """The server's environment with the toolset's ``env`` on top (``${env.X}`` expanded)."""
+    """The server's environment without its secrets (``_environment``), with the toolset's
+    ``env`` on top (``${env.X}`` expanded from the whole environment: passed on purpose)."""
     raw = config.options.get("env", {})
     if not isinstance(raw, Mapping):
         raise ToolsetError("env must be a mapping of strings")
-    env = dict(ctx.env)
+    env = scrubbed(ctx.env, ctx.secret_env)
     for key, value in raw.items():
         env[str(key)] = expand_env(str(value), ctx.env)
     return env
@@ -112,6 +115,7 @@ class Shell:
         self.root = ctx.working_dir
         self.env = toolset_env(config, ctx)
         self.shell = ctx.env.get("SHELL") or "/bin/sh"
+        self.processes = ctx.processes
         self.jobs: dict[str, Job] = {}
         self._counter = itertools.count(1)
         self._dir: Path | None = None
@@ -129,6 +133,8 @@ class Shell:
                 env=self.env,
                 limit=OUTPUT_LIMIT + 1,
                 deadline=trio.current_time() + seconds,
+                ledger=self.processes,
+                label="shell",
             )
         except OSError as exc:
             return error(f"Error starting command: {exc}")
@@ -157,6 +163,8 @@ class Shell:
                     cwd=_cwd(self.root, given_cwd),
                     env=self.env,
                     stdout=out,
+                    ledger=self.processes,
+                    label="run_background_job",
                 )
         except OSError as exc:
             return error(f"Error starting background command: {exc}")
@@ -230,6 +238,10 @@ _CWD = string("The working directory (default: the session's working directory)"
 _JOB = string("The ID of the background job")
 
 
+def _cmd_of(args: Mapping[str, Any]) -> str:
+    return str(args.get("cmd", ""))
+
+
 @register("shell")
 def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     shell = Shell(config, ctx)
@@ -254,6 +266,7 @@ def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             shell.run,
             ToolAnnotations(title="Shell"),
             "shell",
+            _cmd_of,
         ),
         FunctionTool(
             ToolSpec(
@@ -264,6 +277,7 @@ def shell_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
             shell.start_job,
             ToolAnnotations(title="Background Job"),
             "shell",
+            _cmd_of,
         ),
         FunctionTool(
             ToolSpec(
