@@ -1,4 +1,4 @@
-"""axe-core in the page: the vendored ``axe.min.js`` (npm ``axe-core``, decision 0026), checked
+"""axe-core in the page: the vendored ``axe.min.js`` (npm ``axe-core``, decision 0023), checked
 against its recorded sha256, injected into the page under test and run there.
 
 ``serious(page)`` returns the serious and critical violations as readable lines (rule id, help

@@ -2,7 +2,7 @@
 
 The composer stays on screen with a long transcript (the transcript scrolls, not the page), no
 sideways scroll, no live session controls before a session is open, the session's agent in the
-picker (also after a server restart), errors in view, and axe-core (vendored, decision 0026)
+picker (also after a server restart), errors in view, and axe-core (vendored, decision 0023)
 finds no serious or critical violation on the empty page, an open session and each dialog.
 
 Screenshots go to the test's output directory (``GREENROOM_TEST_OUTPUT``, else pytest's
