@@ -54,6 +54,26 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def _running_members(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` runs (zombies do not count: they are dead, waiting
+    for a parent to collect them)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return _group_alive(pgid)  # no /proc: assume the group may run
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
 async def forget_ended() -> None:
     """Reap exited children and forget (watchdog, ledger) the groups that have emptied."""
     reap()
@@ -80,6 +100,8 @@ def kill_recorded_group(pgid: int, ticks: int) -> bool:
         return False
     leader = start_ticks(pgid)
     if leader is not None and leader != ticks:
+        return False
+    if not _running_members(pgid):  # only zombies (an init that does not reap): nothing runs
         return False
     try:
         os.killpg(pgid, signal.SIGKILL)
