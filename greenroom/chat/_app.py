@@ -128,10 +128,12 @@ class ChatApp:
     async def answer(self, prompt: str) -> str:
         """The next line typed, for a question a waiting turn asks (the input loop reads it)."""
         question = _Question(prompt)
+        # The question takes the input line at once: a line typed from now on answers it, even
+        # while its prompt is not drawn yet.
+        self.question = question
         if self._prompt is not None:
             sys.stdout.flush()
             await anyio.sleep(0.05)  # the proxy's thread prints what came before the question
-        self.question = question
         if self._prompt is None:
             self.out.line(prompt)  # a plain terminal's prompt was printed before the question
         self.refresh_prompt()
