@@ -113,3 +113,24 @@ async def test_escape_stops_the_turn(browser: BrowserThread) -> None:
     with trio.fail_after(DEADLINE):
         async with open_greenroom(LIMITED) as gr:
             await browser.run(escape_stops, gr.url)
+
+
+def reload_while_waiting(page: Page, url: str) -> None:
+    open_page(page, url)
+    page.get_by_role("button", name="New session").click()
+    send(page, "look it up")
+    dialog = page.get_by_role("dialog", name="Continue this turn?")
+    expect(dialog).to_be_visible()
+    page.reload()  # the turn still waits on the server; the page finds the question in the log
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Continue (10 more)").click()
+    expect(dialog).to_be_hidden()
+    log = page.get_by_role("log")
+    expect(log).to_contain_text("Done after continuing.")
+    turn_over(page)
+
+
+async def test_a_waiting_continuation_survives_a_reload(browser: BrowserThread) -> None:
+    with trio.fail_after(DEADLINE):
+        async with open_greenroom(LIMITED) as gr:
+            await browser.run(reload_while_waiting, gr.url)
