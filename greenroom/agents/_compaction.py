@@ -37,7 +37,7 @@ from ._prompt import since_summary
 from ._runtime import TurnIO
 from ._tokens import CHARS_PER_TOKEN
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
-from .providers._facts import ModelFacts
+from .providers._facts import ModelFacts, facts_for
 
 SYSTEM_PROMPT = (
     "You summarise conversations between a user and an AI assistant so that the assistant can "
@@ -153,7 +153,11 @@ class _Call:
         usage = response.usage
         self.input_tokens += usage.input_tokens + usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
-        cost = self.facts.cost(usage)
+        facts = self.facts
+        answered = response.answered_by  # a fallback's answer is priced at its own price
+        if answered is not None:
+            facts = facts_for(answered.provider, answered.model, answered.facts)
+        cost = facts.cost(usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
         return response.content.strip()
 

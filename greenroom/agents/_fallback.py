@@ -101,6 +101,8 @@ class FallbackChain:
                 failure = exc
             else:
                 self._stick(position)
+                if response.answered_by is None:  # a router inside the chain names its own
+                    response = attrs.evolve(response, answered_by=model)
                 return response
             log.warning("model %s failed, trying the next one: %s", model.ref, failure.message)
         assert failure is not None

@@ -390,6 +390,10 @@ class AgentLoop:
             if await self.compact(frame) is None:
                 raise
             response = await provider.complete(await self._request(frame, model), on_delta)
+        # A fallback (or a routed model) may have answered: its own prices and window count.
+        answered = response.answered_by or model
+        if answered is not model:
+            facts = self.models.facts(answered)
         cost = facts.cost(response.usage)
         chat = ChatMessage(
             role="assistant",
@@ -398,7 +402,7 @@ class AgentLoop:
             thinking_signature=response.thinking_signature,
             tool_calls=response.tool_calls,
             usage=response.usage,
-            model=response.model or model.ref,
+            model=response.model or answered.ref,
             created_at=utcnow(),
             cost=cost,
         )

@@ -110,7 +110,7 @@ class ModelTitleGenerator:
                 else:
                     response = await provider.complete(request, _ignore)
                     raw = response.content
-                    spent = _spend(spent, model, response.usage)
+                    spent = _spend(spent, response.answered_by or model, response.usage)
             except Exception as exc:
                 log.debug("title model %s failed: %s", model.ref, exc)
                 last = exc

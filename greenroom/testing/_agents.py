@@ -78,7 +78,8 @@ class ScriptedAgent:
         toolsets: built-in toolsets (``think``).
         loop: start the script over when the turns run out (else the model call fails).
         title: the title generated for new sessions.
-        name, description, instruction, welcome_message: the agent's own fields.
+        name, description, instruction, welcome_message, max_iterations: the agent's own
+            fields (``max_iterations`` 0: the agent file's default).
     """
 
     turns: Sequence[Any]
@@ -90,6 +91,7 @@ class ScriptedAgent:
     description: str = "A scripted test agent"
     instruction: str = "You are a test agent."
     welcome_message: str = ""
+    max_iterations: int = 0
 
     def write(self, directory: Path, source: str) -> Path:
         """Write the agent file ``<source>.yaml`` and its scripts into ``directory``.
@@ -109,6 +111,8 @@ class ScriptedAgent:
         }
         if self.welcome_message:
             agent["welcome_message"] = self.welcome_message
+        if self.max_iterations:
+            agent["max_iterations"] = self.max_iterations
         if self.toolsets:
             agent["toolsets"] = [{"type": kind} for kind in self.toolsets]
         config = {

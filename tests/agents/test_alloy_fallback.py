@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+import attrs
 import pytest
 import trio
 
@@ -21,7 +22,7 @@ from greenroom.agents.providers import (
     Provider,
     TextDelta,
 )
-from greenroom.domain import AgentInfo, ChatMessage, ErrorEvent
+from greenroom.domain import AgentInfo, ChatMessage, ErrorEvent, TokenUsage, Usage
 from greenroom.errors import InvalidRequest, ModelError, ModelRateLimited
 
 from .loop_support import FakeIO, start
@@ -178,3 +179,70 @@ async def test_a_model_whose_provider_cannot_be_made_is_skipped() -> None:
     lone = FallbackChain(models[:1], PerModel().provider_for, cooldown=0, sticky=Stickiness())
     with pytest.raises(ModelError, match="cannot make this one"):
         await lone.complete(_request(models[0]), _ignore)
+
+
+PRICED = """\
+agents:
+  root:
+    model: primary
+    fallback:
+      models: [backup]
+models:
+  primary:
+    provider: openai
+    model: primary
+    cost: {input: 10, output: 30}
+    limit: {context: 100000}
+  backup:
+    provider: openai
+    model: backup
+    cost: {input: 1, output: 2}
+    limit: {context: 200000}
+"""
+MILLION = 1_000_000
+
+
+class Priced(PerModel):
+    """Like :class:`PerModel`, each answer using a million input and a million output tokens."""
+
+    def provider_for(self, model: ModelConfig) -> Provider:
+        inner = super().provider_for(model)
+
+        class WithUsage:
+            async def complete(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
+                response = await inner.complete(request, on_delta)
+                return attrs.evolve(response, usage=Usage(MILLION, MILLION))
+
+        return WithUsage()
+
+
+@pytest.mark.parametrize(
+    ("failing", "price", "limit"),
+    [({}, 10 + 30, 100_000), ({"primary": ModelRateLimited("slow down")}, 1 + 2, 200_000)],
+    ids=["primary", "fallback"],
+)
+async def test_a_call_is_priced_at_the_model_that_answered(
+    failing: dict[str, Exception], price: float, limit: int
+) -> None:
+    served = Priced(failing)
+    runtime = LocalRuntime(parse_agent_file(PRICED, "agent.yaml"), provider_for=served.provider_for)
+    io = start(FakeIO(), "hello")
+    await runtime.run_stream(io)
+    assert io.of(ErrorEvent) == []
+    message = io.messages()[-1].message
+    assert message.cost == pytest.approx(price)
+    [usage] = io.of(TokenUsage)
+    assert usage.usage.cost == pytest.approx(price)
+    assert usage.usage.context_limit == limit  # the answering model's window, too
+    assert usage.usage.last_message is not None
+    assert usage.usage.last_message.cost == pytest.approx(price)
+    assert io.session.cost == pytest.approx(price)
+
+
+async def test_the_chain_names_the_model_that_answered() -> None:
+    models = [ModelConfig(name=n, provider="openai", model=n) for n in ("a", "b")]
+    chain = FallbackChain(
+        models, PerModel({"a": ModelError("down")}).provider_for, cooldown=0, sticky=Stickiness()
+    )
+    response = await chain.complete(_request(models[0]), _ignore)
+    assert response.answered_by == models[1]

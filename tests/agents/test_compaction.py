@@ -31,7 +31,7 @@ from greenroom.domain import (
     Usage,
     Warning,
 )
-from greenroom.errors import ModelContextOverflow
+from greenroom.errors import ModelContextOverflow, ModelRateLimited
 
 from .loop_support import FakeIO, FakeProvider, Step, call, make_runtime, start, text, tool_step
 
@@ -356,6 +356,23 @@ async def test_compact_on_demand_passes_the_instructions() -> None:
     await make_runtime(provider).compact(io, "mention the numbers")
     assert "mention the numbers" in provider.requests[0].messages[-1].content
     assert [i.summary for i in io.session.items if isinstance(i, Summary)] == ["short"]
+
+
+async def test_a_summary_a_fallback_wrote_is_priced_at_the_fallbacks_price() -> None:
+    extra = "    fallback: {models: [backup]}\n"
+    yaml = small_window_yaml(100_000, extra=extra).replace(
+        "models:\n",
+        "models:\n  backup: {provider: openai, model: b, cost: {input: 5, output: 7}}\n",
+    )
+    million = 1_000_000
+    provider = FakeProvider(
+        Step(error=ModelRateLimited("busy")), text("short", usage=Usage(million, million))
+    )
+    io = long_history(FakeIO(), 1)
+    await make_runtime(provider, yaml).compact(io)
+    assert [r.model.model for r in provider.requests] == ["my-small-model", "b"]
+    (summary,) = [i for i in io.session.items if isinstance(i, Summary)]
+    assert summary.cost == pytest.approx(5 + 7)  # not the primary's 1 + 2
 
 
 @pytest.mark.parametrize(

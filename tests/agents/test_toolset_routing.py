@@ -17,7 +17,7 @@ from greenroom.agents.providers import ModelConfig, ToolSpec
 from greenroom.agents.providers._dmr import configure_body, configure_url, merge_flags
 from greenroom.agents.providers._routing import ExampleIndex, analyze
 from greenroom.agents.tools import FunctionTool, ToolContext, ToolResult, Toolset, build_tools
-from greenroom.domain import ErrorEvent, Session
+from greenroom.domain import ErrorEvent, Session, Usage
 from greenroom.errors import AgentConfigError
 
 from .fake_openai import FakeOpenAI, text_reply
@@ -271,6 +271,35 @@ async def test_each_call_goes_to_the_model_its_message_matches() -> None:
         ("analyst", None),
         ("router-own", None),
     ]
+
+
+PRICED_ROUTER = """\
+models:
+  router:
+    provider: openai
+    model: router-own
+    cost: {input: 10, output: 30}
+    routing:
+      - model: fast
+        examples: ["hello", "hi there", "good morning"]
+  fast: {provider: openai, model: fast-model, cost: {input: 1, output: 2}}
+agents:
+  root: {model: router, instruction: Help.}
+"""
+
+
+async def test_a_routed_call_is_priced_at_the_routed_model() -> None:
+    provider = FakeProvider()
+    runtime = make_runtime(provider, PRICED_ROUTER)
+    io = FakeIO()
+    for message in ["hi there, good morning", "what is the weather on mars"]:
+        provider.add(text("ok", usage=Usage(1_000_000, 1_000_000)))
+        io.add_user(message)
+        await runtime.run_stream(io)
+    assert io.of(ErrorEvent) == []
+    assert [r.model.model for r in provider.requests] == ["fast-model", "router-own"]
+    costs = [item.message.cost for item in io.messages() if item.message.role == "assistant"]
+    assert costs == [pytest.approx(1 + 2), pytest.approx(10 + 30)]
 
 
 @pytest.mark.parametrize(

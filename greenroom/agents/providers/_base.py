@@ -157,6 +157,9 @@ class ModelResponse:
     model: str = ""
     thinking_signature: str = ""
     """Anthropic's signature of the reasoning (sent back with it on the next call)."""
+    answered_by: ModelConfig | None = None
+    """The model that answered, set by a provider that chooses among several (a fallback
+    chain, a router); None: the request's own model. Its facts price the call."""
 
 
 class Provider(Protocol):

@@ -125,4 +125,6 @@ class RoutingProvider:
         # The chosen model's own output limit, not the router's (as upstream).
         routed = attrs.evolve(request, model=model, max_tokens=model.max_tokens)
         response = await provider.complete(routed, on_delta)
-        return response if response.model else attrs.evolve(response, model=model.ref)
+        return attrs.evolve(
+            response, model=response.model or model.ref, answered_by=response.answered_by or model
+        )

@@ -5,6 +5,7 @@
 
 import { api, ApiError, onUnauthorized, setToken, token } from "./api.js";
 import {
+  askContinuation,
   askDecision,
   askElicitation,
   askToolCall,
@@ -151,6 +152,14 @@ async function onPending(request) {
     if (page.pendingKey === key) return;
     page.pendingKey = key;
     const decision = await askToolCall(request);
+    if (page.pendingKey === key) page.pendingKey = "";
+    if (!decision || sessionId !== page.current) return;
+    await report(api.resume(sessionId, decision));
+  } else if (request.type === "max_iterations_reached") {
+    const key = `iterations:${request.session_id}:${request.max_iterations}`;
+    if (page.pendingKey === key) return;
+    page.pendingKey = key;
+    const decision = await askContinuation(request);
     if (page.pendingKey === key) page.pendingKey = "";
     if (!decision || sessionId !== page.current) return;
     await report(api.resume(sessionId, decision));

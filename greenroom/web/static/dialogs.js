@@ -1,7 +1,8 @@
-// Modal dialogs: decisions the agent waits for (tool approval; later kinds are one more entry
-// in a table), elicitation forms built from their JSON schema, and a one-line text prompt.
-// Escape means "no": it rejects a tool call and cancels a question. The first focus is on the
-// dialog's heading, never on "Approve", so a stray Enter cannot approve anything.
+// Modal dialogs: decisions the agent waits for (tool approval, a turn at its max_iterations;
+// later kinds are one more entry in a table), elicitation forms built from their JSON schema,
+// and a one-line text prompt. Escape means "no": it rejects a tool call, stops a turn at its
+// limit and cancels a question. The first focus is on the dialog's heading, never on
+// "Approve" or "Continue", so a stray Enter cannot approve anything.
 
 import { el, prettyJson } from "./dom.js";
 
@@ -41,7 +42,9 @@ export function askDecision(ask) {
   if (closeDecision) closeDecision(null);
   title.textContent = ask.title;
   document.getElementById("decision-text").textContent = ask.text;
-  document.getElementById("decision-details").textContent = ask.details;
+  const details = document.getElementById("decision-details");
+  details.textContent = ask.details;
+  details.hidden = !ask.details;
   reason.value = "";
   // Only a tool call's rejection sends a reason (a delete has none to send).
   document.getElementById("decision-reason-field").hidden = ask.reason === false;
@@ -218,6 +221,32 @@ export function askText({ title, label, value = "", type = "text", ok = "Save" }
     cancel.addEventListener("click", onCancel);
     showModal(dialog, input);
   });
+}
+
+/** The answers to a max_iterations_reached event, in button order (Escape stops). */
+export const CONTINUE_DECISIONS = [
+  { kind: "reject", label: () => "Stop", escape: true },
+  { kind: "approve", label: () => "Continue (10 more)", primary: true },
+];
+
+/**
+ * Ask whether a turn that reached its max_iterations goes on; resolves to the body of
+ * POST .../resume (approve: 10 more model calls; reject: the turn stops), or null when the
+ * dialog was closed from outside.
+ */
+export async function askContinuation(request) {
+  const limit = Number(request.max_iterations || 0);
+  const answer = await askDecision({
+    title: "Continue this turn?",
+    text:
+      `The agent has made ${limit} model calls in this turn, its limit (max_iterations). ` +
+      "It waits: continue for 10 more, or stop the turn here.",
+    details: "",
+    subject: "",
+    reason: false,
+    choices: CONTINUE_DECISIONS,
+  });
+  return answer ? { confirmation: answer.kind } : null;
 }
 
 /**

@@ -36,7 +36,7 @@ export class Transcript {
     this.userCount = 0;
     this.assistant = null; // the reply being streamed: {node, text, reasoning}
     this.tools = new Map(); // tool call id -> its status and result nodes
-    this.pending = null; // a tool confirmation or elicitation waiting for the user
+    this.pending = null; // a tool confirmation, elicitation or continuation waiting for the user
     this.running = false;
     this.inflight = ""; // while scanning: text streamed since the last stored message
   }
@@ -118,6 +118,7 @@ export class Transcript {
         return;
       case "tool_call_confirmation":
       case "elicitation_request":
+      case "max_iterations_reached":
         this.pending = event;
         return;
       default:
@@ -201,7 +202,14 @@ export class Transcript {
         if (this.hooks.inDoubt) this.hooks.inDoubt();
         break;
       case "max_iterations_reached":
-        this.addNotice(`Stopped after ${event.max_iterations} iterations.`, "warning");
+        // The turn waits for a resume (continue or stop): the dialog asks; it has not stopped.
+        this.closeAssistant();
+        this.addNotice(
+          `The agent reached its limit of ${event.max_iterations} model calls and waits for you to continue or stop.`,
+          "warning",
+        );
+        this.pending = event;
+        this.hooks.pending(event);
         break;
       case "stream_stopped":
         this.finishTurn(event.reason);
