@@ -405,18 +405,9 @@ def check_agent_files(paths: Sequence[str]) -> None:
     """
     if not paths:
         return
-    from greenroom.agents import AgentSources, load_agent_file
-    from greenroom.errors import AgentConfigError
+    from greenroom.agents import AgentSources
 
-    sources = AgentSources.from_paths(paths)
-    problems: list[str] = []  # every fault of every file, each once (nothing is logged here)
-    for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
-        try:
-            load_agent_file(sources.path(key))
-        except AgentConfigError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise AgentConfigError(problems)
+    AgentSources.from_paths(paths).check_all()  # every fault of every file, each once
 
 
 def check_port_free(host: str, port: int) -> None:

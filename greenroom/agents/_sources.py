@@ -118,6 +118,21 @@ class AgentSources:
     def keys(self) -> list[str]:
         return sorted(self._paths)
 
+    def check_all(self) -> None:
+        """Read every file once, without logging, and report every fault of every file.
+
+        Raises:
+            AgentConfigError: one problem (``file:line: path: what``) per fault, all files.
+        """
+        problems: list[str] = []
+        for key in self.keys():
+            try:
+                load_agent_file(self.path(key))
+            except AgentConfigError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise AgentConfigError(problems)
+
     def path(self, key: str) -> Path:
         try:
             return self._paths[key]

@@ -13,7 +13,6 @@ from greenroom.agents import (
     McpSettings,
     OAuthFlows,
     default_tools_for,
-    load_agent_file,
 )
 from greenroom.agents._diagnose import diagnose, unknown_models
 from greenroom.agents.providers import ModelClients
@@ -59,16 +58,9 @@ def load_sources(paths: tuple[str, ...]) -> tuple[AgentSources, list[str]]:
     files ask that this server will not do.
     """
     sources = AgentSources.from_paths(paths) if paths else AgentSources.bundled()
-    # Every file is read first, and every fault of every file is reported at once, in one
-    # error (the sources' own loader would log each one too: printed twice).
-    problems: list[str] = []
-    for key in sources.keys():  # noqa: SIM118 (AgentSources is not a mapping)
-        try:
-            load_agent_file(sources.path(key))
-        except AgentConfigError as exc:
-            problems.extend(exc.problems)
-    if problems:
-        raise AgentConfigError(problems)
+    # Every fault of every file at once, in one error (the sources' own loader would log each
+    # one too: printed twice).
+    sources.check_all()
     warnings: list[str] = []
     for key in sources.keys():  # noqa: SIM118
         config = sources.get(key)
