@@ -19,6 +19,7 @@ HEAVY = (
     "mcp",
     "prompt_toolkit",
     "playwright",
+    "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
 )
 
 
@@ -76,7 +77,7 @@ def test_the_mcp_toolset_imports_the_mcp_sdk_on_first_lookup() -> None:
 from greenroom.agents.tools import TOOLSET_BUILDERS
 TOOLSET_BUILDERS["mcp"]
 """
-    assert imported_after(code) == ["mcp"]
+    assert imported_after(code) == ["mcp", "httpx"]  # the MCP SDK speaks HTTP through httpx
 
 
 def test_the_lazy_provider_classes_resolve() -> None:

@@ -20,7 +20,7 @@ from .providers import ModelClients, make_provider, resolve_auto
 from .providers._base import ModelConfig, Provider
 from .tools import ToolContext, ToolsFor, default_tools_for
 from .tools._base import McpSettings, ProcessLedger
-from .tools._egress import PUBLIC_ONLY, EgressPolicy
+from .tools._egress_policy import PUBLIC_ONLY, EgressPolicy
 
 log = logging.getLogger(__name__)
 

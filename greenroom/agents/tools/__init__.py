@@ -23,10 +23,8 @@ from ._base import (
     limit_output as limit_output,
     tool_definition as tool_definition,
 )
-from ._egress import (
+from ._egress_policy import (
     EgressPolicy as EgressPolicy,
-    EgressRefused as EgressRefused,
-    guarded_client as guarded_client,
     parse_networks as parse_networks,
 )
 from ._process import (

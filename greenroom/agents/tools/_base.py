@@ -21,7 +21,7 @@ from .._elicitation import ElicitationAnswer
 from .._oauth_flows import OAuthFlows
 from .._tool_values import Image as Image, ToolResult as ToolResult, error as error
 from ..providers._base import ToolSpec
-from ._egress import PUBLIC_ONLY, EgressPolicy
+from ._egress_policy import PUBLIC_ONLY, EgressPolicy
 
 OUTPUT_LIMIT = 30_000
 """Bytes of output a shell, script or API tool returns before it is truncated (upstream)."""

@@ -15,13 +15,15 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import trio
 
 from ._base import Tool
 from ._skills import Skill, discover, skills_tools
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ def valid_file_path(path: str) -> bool:
 
 
 async def _get(client: httpx.AsyncClient, url: str) -> bytes | None:
+    import httpx
+
     try:
         with trio.fail_after(FETCH_BUDGET):
             async with client.stream("GET", url) as response:
@@ -63,6 +67,8 @@ async def load_remote(base_url: str, cache: Path) -> list[Skill]:
     """The skills ``base_url`` publishes, copied under ``cache``."""
     base = base_url.rstrip("/")
     root = cache / hashlib.sha256(base.encode()).hexdigest()[:16]
+    import httpx  # only for an agent with remote skills (greenroom validate never loads it)
+
     async with httpx.AsyncClient(follow_redirects=True) as client:
         raw = await _get(client, f"{base}/.well-known/skills/index.json")
         if raw is None:
