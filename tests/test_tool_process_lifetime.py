@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from tests.crash_support import (
     start_server,
     user,
 )
+from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
 GONE_WITHIN = 10.0
@@ -84,6 +86,18 @@ async def until_gone(groups: set[int]) -> None:
             break
         await trio.sleep(0.05)  # real clock: other processes
     assert members(groups) == [], f"tool processes left: {members(groups)}"
+
+
+async def until_recorded(files: ServerFiles, groups: set[int]) -> None:
+    """Wait until the store holds a record of each group (spawn records a group right after
+    starting it: a crash in between leaves only the watchdog to end it)."""
+    with trio.fail_after(slow(30)):
+        while True:
+            with contextlib.closing(sqlite3.connect(files.db)) as db:
+                recorded = {pgid for (pgid,) in db.execute("SELECT pgid FROM tool_processes")}
+            if groups <= recorded:
+                return
+            await trio.sleep(0.05)  # real clock: another process writes it
 
 
 async def crash_during_a_tool_call(files: ServerFiles, started: list[Server]) -> Server:
@@ -150,6 +164,7 @@ async def test_a_restart_kills_the_group_a_crash_left_running(
         groups, watchdog = children(server)
         cleanup |= groups
         assert groups and watchdog is not None
+        await until_recorded(files, groups)  # the record is written just after the start
         os.kill(watchdog, signal.SIGKILL)  # both die: nothing kills the tool's group
         await server.kill()
         await trio.sleep(0.2)  # real clock: give a (wrong) kill the time to land

@@ -177,7 +177,7 @@ async def test_a_websocket_that_subscribed_and_runs_gets_each_event_once(live: L
         assert end == {"session_id": sid, "run": run, "end": True}
         with trio.move_on_after(slow(0.5)):  # real clock: nothing more is on its way
             while True:
-                client.pending.append(await client.receive(1))
+                client.pending.append(await client.receive(slow(5)))  # move_on ends it
         seqs = [f["seq"] for f in client.pending if "event" in f]
         assert sorted(seqs) == list(range(1, len(SCRIPT) + 1))  # once each, no duplicates
         assert all("run" not in f for f in client.pending if "event" in f)
