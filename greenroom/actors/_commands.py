@@ -1,10 +1,10 @@
 """Commands a session actor takes from its mailbox, the call that carries one, and a turn.
 
 Commands are imperative nouns; each is a :class:`Request` typed by what it answers with and has
-exactly one handler in ``_handlers.py``. A :class:`Call` carries a command with a one-slot reply
-channel. :class:`Turn` is the state of one running turn, shared by the actor (which starts and
-ends it) and the turn task; :class:`NeedsRuntime` is how a handler asks for the runtime to be
-built first.
+exactly one handler (in ``_handlers.py`` or ``_metadata.py``, found through ``_table.py``). A
+:class:`Call` carries a command with a one-slot reply channel. :class:`Turn` is the state of
+one running turn, shared by the actor (which starts and ends it) and the turn task;
+:class:`NeedsRuntime` is how a handler asks for the runtime to be built first.
 """
 
 from __future__ import annotations

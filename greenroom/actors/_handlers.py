@@ -6,23 +6,21 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import trio
 
 from greenroom.agents import ModelChoice, Runtime, check_grant, supports_compact
-from greenroom.domain import Approval, ChatMessage, Message, Permissions, utcnow
+from greenroom.domain import ChatMessage, Message, Permissions, utcnow
 from greenroom.errors import (
     AgentMismatch,
     CompactionNotSupported,
     GreenroomError,
     InvalidMessageId,
-    InvalidRequest,
     ModelSwitchingNotSupported,
     NeedsDecision,
     QueueFull,
-    SessionBusy,
     SessionNotRunning,
 )
 from greenroom.persistence import ToolCallRecord
@@ -39,26 +37,10 @@ from ._results import (
     SessionStatus,
 )
 from ._switch import apply_agent_switch_commands
+from ._table import handles, require_idle, require_runtime
 from ._turn import generate_title, run_compaction, run_turn
 
 log = logging.getLogger(__name__)
-
-Q = TypeVar("Q", bound=c.Request[Any])
-Handler = Callable[[ActorContext, Any], Awaitable[Any]]
-TABLE: dict[type[c.Request[Any]], Handler] = {}
-
-
-def handles(command: type[Q]) -> Callable[[Callable[[ActorContext, Q], Awaitable[Any]]], Handler]:
-    def register(fn: Callable[[ActorContext, Q], Awaitable[Any]]) -> Handler:
-        TABLE[command] = fn
-        return fn
-
-    return register
-
-
-def _require_idle(ctx: ActorContext) -> None:
-    if ctx.streaming:
-        raise SessionBusy()
 
 
 def _require_decided(ctx: ActorContext) -> None:
@@ -95,12 +77,6 @@ async def _record_agent(ctx: ActorContext, source: str, runtime: Runtime) -> Non
         await ctx.live.update(None, agent_file=file, agent_name=name)
 
 
-def _require_runtime(ctx: ActorContext) -> Runtime:
-    if ctx.runtime is None:
-        raise SessionNotRunning()
-    return ctx.runtime
-
-
 # --- queries -----------------------------------------------------------------------------
 
 
@@ -118,7 +94,7 @@ async def _snapshot(ctx: ActorContext, _: c.GetSnapshot) -> SessionSnapshot:
 @handles(c.GetStatus)
 async def _status(ctx: ActorContext, _: c.GetStatus) -> SessionStatus:
     if not ctx.building:
-        _require_runtime(ctx)
+        require_runtime(ctx)
     s = ctx.session
     return SessionStatus(
         s.id,
@@ -134,13 +110,13 @@ async def _status(ctx: ActorContext, _: c.GetStatus) -> SessionStatus:
 
 @handles(c.GetQueueDepth)
 async def _queue_depth(ctx: ActorContext, _: c.GetQueueDepth) -> QueueDepth:
-    q = _require_runtime(ctx).queue_status()
+    q = require_runtime(ctx).queue_status()
     return QueueDepth(q.steer_depth, q.steer_capacity, q.followup_depth, q.followup_capacity)
 
 
 @handles(c.GetModels)
 async def _models(ctx: ActorContext, _: c.GetModels) -> tuple[str, str, list[ModelChoice]]:
-    runtime = _require_runtime(ctx)
+    runtime = require_runtime(ctx)
     if not runtime.supports_model_switching():
         raise ModelSwitchingNotSupported()
     agent = runtime.current_agent().name
@@ -208,7 +184,7 @@ async def _apply_model(
 
 @handles(c.RunTurn)
 async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
-    _require_idle(ctx)  # before any mutation: a refused run changes nothing
+    require_idle(ctx)  # before any mutation: a refused run changes nothing
     _require_decided(ctx)
     _require_same_agent(ctx, cmd.source, cmd.agent_name)
     # A session that ran before goes on with its agent (after a restart too).
@@ -263,7 +239,7 @@ async def _recall(ctx: ActorContext, cmd: c.Recall) -> bool:
     if ctx.injector is not None:
         await ctx.injector(cmd.message.content)
         return True
-    runtime = _require_runtime(ctx)
+    runtime = require_runtime(ctx)
     if ctx.streaming:
         await runtime.steer(cmd.message)
         return True
@@ -279,7 +255,7 @@ async def _recall(ctx: ActorContext, cmd: c.Recall) -> bool:
 async def _compact(ctx: ActorContext, cmd: c.Compact) -> None:
     """Start compacting as a turn of its own (the session is busy meanwhile); its events go to
     the session's event log."""
-    _require_idle(ctx)
+    require_idle(ctx)
     _require_decided(ctx)
     if ctx.runtime is None and not cmd.source:
         raise SessionNotRunning("the session has no runtime yet: name its agent file (agent)")
@@ -303,7 +279,7 @@ async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
 
 @handles(c.Steer)
 async def _steer(ctx: ActorContext, cmd: c.Steer) -> None:
-    runtime = _require_runtime(ctx)
+    runtime = require_runtime(ctx)
     status = runtime.queue_status()
     _check_room(len(cmd.messages), status.steer_depth, status.steer_capacity, "steer")
     for message in cmd.messages:
@@ -339,7 +315,7 @@ async def _follow_up(ctx: ActorContext, cmd: c.FollowUp) -> FollowUpResult:
             for message in cmd.messages:
                 await ctx.injector(message.content)
             return FollowUpResult(streaming=True, duplicate=False)
-        runtime = _require_runtime(ctx)
+        runtime = require_runtime(ctx)
         status = runtime.queue_status()
         _check_room(len(cmd.messages), status.followup_depth, status.followup_capacity, "follow-up")
         for message in cmd.messages:
@@ -358,7 +334,7 @@ async def _follow_up(ctx: ActorContext, cmd: c.FollowUp) -> FollowUpResult:
 
 @handles(c.Resume)
 async def _resume(ctx: ActorContext, cmd: c.Resume) -> None:
-    runtime = _require_runtime(ctx)
+    runtime = require_runtime(ctx)
     request = cmd.request
     session = ctx.session
     fields: dict[str, Any] = {}
@@ -384,14 +360,14 @@ async def _resume(ctx: ActorContext, cmd: c.Resume) -> None:
 
 @handles(c.AnswerElicitation)
 async def _answer_elicitation(ctx: ActorContext, cmd: c.AnswerElicitation) -> None:
-    runtime = _require_runtime(ctx)
+    runtime = require_runtime(ctx)
     await runtime.resume_elicitation(cmd.action, cmd.content, cmd.elicitation_id)
 
 
 @handles(c.Decide)
 async def _decide(ctx: ActorContext, cmd: c.Decide) -> PendingDecision:
     if cmd.action == "rerun":
-        _require_idle(ctx)
+        require_idle(ctx)
     return await decide(ctx, cmd)
 
 
@@ -400,7 +376,7 @@ async def _decide(ctx: ActorContext, cmd: c.Decide) -> PendingDecision:
 
 @handles(c.AddMessage)
 async def _add_message(ctx: ActorContext, cmd: c.AddMessage) -> int:
-    _require_idle(ctx)  # and no guard can be granted until this write is done
+    require_idle(ctx)  # and no guard can be granted until this write is done
     return (await ctx.live.append_message(cmd.message)).id
 
 
@@ -409,7 +385,7 @@ _MESSAGE_ID = re.compile(r"-?[0-9]{1,18}")  # within the store's 64-bit ids
 
 @handles(c.UpdateMessage)
 async def _update_message(ctx: ActorContext, cmd: c.UpdateMessage) -> None:
-    _require_idle(ctx)
+    require_idle(ctx)
     if not _MESSAGE_ID.fullmatch(cmd.message_id):
         raise InvalidMessageId(f"invalid message ID: {cmd.message_id!r}", path="$.msg_id")
     await ctx.live.update_message(int(cmd.message_id), cmd.message)
@@ -418,85 +394,6 @@ async def _update_message(ctx: ActorContext, cmd: c.UpdateMessage) -> None:
 @handles(c.AddSummary)
 async def _add_summary(ctx: ActorContext, cmd: c.AddSummary) -> None:
     await ctx.live.add_summary(cmd.summary)
-
-
-# --- metadata ----------------------------------------------------------------------------
-
-
-@handles(c.SetTitle)
-async def _set_title(ctx: ActorContext, cmd: c.SetTitle) -> None:
-    await ctx.live.update(partial(ctx.store.update_title, ctx.id, cmd.title), title=cmd.title)
-
-
-@handles(c.SetPermissions)
-async def _set_permissions(ctx: ActorContext, cmd: c.SetPermissions) -> None:
-    write = partial(ctx.store.update_permissions, ctx.id, cmd.permissions)
-    await ctx.live.update(write, permissions=cmd.permissions)
-
-
-@handles(c.SetTokens)
-async def _set_tokens(ctx: ActorContext, cmd: c.SetTokens) -> None:
-    cost = ctx.session.cost if cmd.cost is None else cmd.cost
-    write = partial(ctx.store.update_tokens, ctx.id, cmd.input_tokens, cmd.output_tokens, cost)
-    await ctx.live.update(
-        write, input_tokens=cmd.input_tokens, output_tokens=cmd.output_tokens, cost=cost
-    )
-
-
-@handles(c.SetStarred)
-async def _set_starred(ctx: ActorContext, cmd: c.SetStarred) -> None:
-    await ctx.live.update(partial(ctx.store.set_starred, ctx.id, cmd.starred), starred=cmd.starred)
-
-
-SAFETY_POLICIES = {
-    "": "",
-    "strict": "strict",
-    "balanced": "balanced",
-    "restricted": "restricted",
-    "autonomous": "autonomous",
-    "unsafe": "autonomous",
-    "safer": "balanced",
-    "safe-auto": "balanced",
-}
-
-
-@handles(c.SetSafetyPolicy)
-async def _set_safety_policy(ctx: ActorContext, cmd: c.SetSafetyPolicy) -> None:
-    if cmd.policy not in SAFETY_POLICIES:
-        raise InvalidRequest(
-            f"$.safety_policy: unknown safety policy {cmd.policy!r}", path="$.safety_policy"
-        )
-    policy = SAFETY_POLICIES[cmd.policy]
-    await ctx.live.update(None, safety_policy=policy, tools_approved=policy == "autonomous")
-
-
-@handles(c.ToggleThinking)
-async def _toggle_thinking(ctx: ActorContext, _: c.ToggleThinking) -> None:
-    await ctx.live.update(None, thinking=not ctx.session.thinking)
-
-
-@handles(c.ToggleToolApproval)
-async def _toggle_tool_approval(ctx: ActorContext, cmd: c.ToggleToolApproval) -> None:
-    approved = not ctx.session.tools_approved
-    policy = "autonomous" if approved else ""
-    await ctx.live.update(None, tools_approved=approved, safety_policy=policy)
-    # A blanket approval is a decision on every later tool call: audited like the others.
-    decision = "tools-toggle-on" if approved else "tools-toggle-off"
-    await ctx.live.record_approval(Approval("*", decision, utcnow(), decided_by=cmd.decided_by))
-
-
-@handles(c.SetModel)
-async def _set_model(ctx: ActorContext, cmd: c.SetModel) -> None:
-    runtime = _require_runtime(ctx)
-    if not runtime.supports_model_switching():
-        raise ModelSwitchingNotSupported()
-    await runtime.set_agent_model(cmd.agent, cmd.ref)
-    overrides = dict(ctx.session.agent_model_overrides)
-    if cmd.ref:
-        overrides[cmd.agent] = cmd.ref
-    else:
-        overrides.pop(cmd.agent, None)
-    await ctx.live.update(None, agent_model_overrides=overrides)
 
 
 # --- embedders ---------------------------------------------------------------------------

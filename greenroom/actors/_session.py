@@ -34,16 +34,17 @@ from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
+from . import _handlers, _metadata  # noqa: F401  (each registers its handlers)
 from ._build import build_runtime
 from ._commands import Call, MailboxClosed, NeedsRuntime, Request, Turn, send_call
 from ._context import ActorHost
 from ._entries import LogEntry
 from ._eventlog import EventLog
-from ._handlers import TABLE
 from ._idempotency import IdempotencyCache
 from ._live import LiveSession
 from ._results import FollowUpInjector, GuardTicket, SessionStatistics, StreamState, discard_reply
 from ._state import Lifecycle, RuntimeSlot, StreamSlot, TitleSlot
+from ._table import TABLE
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from greenroom.actors._commands import (
     Turn,
 )
 from greenroom.actors._context import ActorContext
-from greenroom.actors._handlers import TABLE
 from greenroom.actors._idempotency import IdempotencyCache
 from greenroom.actors._live import LiveSession
 from greenroom.actors._results import FollowUpInjector, GuardTicket
+from greenroom.actors._table import TABLE  # filled as greenroom.actors loads its handlers
 from greenroom.agents import BuiltRuntime, Runtime, RuntimeFactory, TitleGenerator
 from greenroom.domain import Event, Session, utcnow
 from greenroom.errors import (
