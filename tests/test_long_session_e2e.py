@@ -182,7 +182,7 @@ async def test_compact_on_demand_through_the_server_stores_a_summary(
                     status = await client.get(f"/api/sessions/{session_id}/status")
                     if not status.json()["streaming"]:
                         break
-                    await trio.sleep(0.02)
+                    await trio.sleep(0.02)  # real clock: a server process
                 await run_turn(client, session_id, "short", "Second question")
             nursery.cancel_scope.cancel()
     kinds = [(e["type"], e.get("status", "")) for e in events]

@@ -133,7 +133,7 @@ def wait_for_url(log: Path, process: subprocess.Popen[bytes]) -> str:
         text = log.read_text(errors="replace")
         if "greenroom listening on " in text:
             return text.split("greenroom listening on ", 1)[1].split()[0]
-        time.sleep(0.05)  # polling the child's output file
+        time.sleep(0.05)  # real clock: polling the child's output file
     raise AssertionError(f"no listening line (exit {process.poll()}):\n{log.read_text()}")
 
 

@@ -144,7 +144,7 @@ async def test_the_watchdog_kills_the_tool_group_when_the_server_dies(
         for _ in range(200):  # the watchdog exits once it has killed (real clock)
             if watchdog not in {pid for pid, _, _ in processes()}:
                 break
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # real clock: another process
         assert watchdog not in {pid for pid, _, _ in processes()}
         restarted = await start_server(files)
         started.append(restarted)

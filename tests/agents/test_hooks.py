@@ -152,7 +152,7 @@ async def test_a_hook_that_hangs_is_killed_with_its_children_at_its_timeout(
     child = int((tmp_path / "child.pid").read_text())
     with trio.fail_after(LIMIT):
         while _alive(child):  # noqa: ASYNC110 (another process's state: polled)
-            await trio.sleep(0.05)
+            await trio.sleep(0.05)  # real clock: another process
 
 
 # --- hooks in a turn ----------------------------------------------------------------------------
@@ -285,7 +285,7 @@ async def test_pre_tool_use_ask_makes_an_allowed_call_ask(tmp_path: Path) -> Non
         async with trio.open_nursery() as nursery:
             nursery.start_soon(runtime.run_stream, io)
             while not io.of(ToolCallConfirmation):  # noqa: ASYNC110 (hooks are processes)
-                await trio.sleep(0.01)
+                await trio.sleep(0.01)  # real clock: the hook is a process
             assert probe.calls == []
             await runtime.resume(ResumeRequest("approve"))
     assert probe.calls == [{"what": "x"}]

@@ -12,7 +12,7 @@ import time
 
 from greenroom.agents.tools._process import kill_recorded_group, start_ticks
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]  # real clock: a child that runs
 
 
 def _state(pid: int) -> str:

@@ -61,7 +61,7 @@ async def test_a_failing_database_fences_after_ttl_then_rejoin_unfences(
         fenced_at = recorder.events[0][1]
         # Exactly ttl after the start of the last successful renew, not a renew later.
         assert fenced_at == last_ok + TTL
-        await trio.sleep(10)  # still down: joins fail, the node stays fenced
+        await trio.sleep(10)  # virtual time (mock clock): still down, the node stays fenced
         assert str(keeper.phase) == "fenced" and view.joins == 1
         view.renew_fails = False
         await trio.sleep(RENEW + 0.01)  # virtual time (mock clock)

@@ -121,7 +121,9 @@ def main() -> None:
 
     @server.tool(description="Start a child process that sleeps; returns its pid")
     def spawn_child() -> str:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        child = subprocess.Popen(  # real clock: a grandchild that outlives a killed server
+            [sys.executable, "-c", "import time; time.sleep(600)"]
+        )
         return str(child.pid)
 
     server.run()
