@@ -1,6 +1,7 @@
 """The dependency rule, checked on the source.
 
-transport -> cluster -> actors -> (agents | persistence) -> domain.
+transport -> cluster -> actors -> (agents | persistence) -> domain; every server layer but
+domain may use observe (metrics, traces, logs), which imports none of them.
 
 Nothing imports transport except the serve package and cli.py; agents and persistence never
 import each other; domain imports no other greenroom layer.
@@ -24,13 +25,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "greenroom"
-LAYERS = ("domain", "persistence", "agents", "actors", "cluster", "transport")
+LAYERS = ("observe", "domain", "persistence", "agents", "actors", "cluster", "transport")
 CLIENTS = ("client", "chat", "web", "testing")
 SERVER_MODULES = ("serve", "cli", "errors")
 
 # layer -> layers it must not import
 FORBIDDEN = {
-    "domain": {"persistence", "agents", "actors", "transport", *CLIENTS},
+    "observe": {"domain", "persistence", "agents", "actors", "cluster", "transport", *CLIENTS},
+    "domain": {"observe", "persistence", "agents", "actors", "transport", *CLIENTS},
     "persistence": {"agents", "actors", "transport", *CLIENTS},
     "agents": {"persistence", "actors", "transport", *CLIENTS},
     "actors": {"cluster", "transport", *CLIENTS},
