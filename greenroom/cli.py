@@ -1,4 +1,5 @@
-"""The ``greenroom`` command line: ``serve``, ``chat`` and ``validate``."""
+"""The ``greenroom`` command line: ``serve``, ``chat``, ``validate``, ``nodes``, ``import`` and
+``export``."""
 
 from __future__ import annotations
 
@@ -296,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH|:memory:",
         help="database of the embedded server (default: the same as greenroom serve)",
     )
+    from greenroom.transfer import add_transfer_parsers  # import / export (light)
+
+    add_transfer_parsers(sub)
     return parser
 
 
@@ -331,6 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return chat_main(args)
     if args.command == "nodes":
         return nodes_main(args)
+    if args.command in ("import", "export"):
+        from greenroom.transfer import transfer_main
+
+        return transfer_main(args)
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
