@@ -27,7 +27,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "greenroom"
 LAYERS = ("observe", "domain", "persistence", "agents", "actors", "cluster", "transport")
 CLIENTS = ("client", "chat", "web", "testing")
-SERVER_MODULES = ("serve", "cli", "errors")
+SERVER_MODULES = ("serve", "cli", "errors", "transfer")
 
 # layer -> layers it must not import
 FORBIDDEN = {
@@ -85,8 +85,23 @@ def test_clients_use_only_the_public_api(package: str) -> None:
 
 
 def server_modules() -> list[Path]:
-    """The modules above the layers: greenroom/*.py and the serve package."""
-    return [*sorted(PACKAGE.glob("*.py")), *sorted((PACKAGE / "serve").rglob("*.py"))]
+    """The modules above the layers: greenroom/*.py, the serve and transfer packages."""
+    return [
+        *sorted(PACKAGE.glob("*.py")),
+        *sorted((PACKAGE / "serve").rglob("*.py")),
+        *sorted((PACKAGE / "transfer").rglob("*.py")),  # greenroom import / export
+    ]
+
+
+def test_only_the_command_line_imports_transfer() -> None:
+    offenders = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "cli.py"
+        and path.parent.name != "transfer"
+        and "transfer" in imported_layers(path)
+    ]
+    assert offenders == []
 
 
 def test_server_modules_import_no_client() -> None:

@@ -18,6 +18,7 @@ from greenroom.cli import main
 from greenroom.domain import Message, Session, SubSession, Summary
 from greenroom.persistence import Store, open_sqlite_store
 from greenroom.testing import open_greenroom
+from greenroom.transfer._cli import PAGE
 from tests import pg
 from tests.transfer import docker_agent_db as da
 
@@ -237,3 +238,30 @@ async def test_a_newer_schema_can_be_read_when_asked(
     assert "1 sessions read: 1 imported" in err
     async with open_sqlite_store(store_path) as db:
         assert (await db.get_session("s-new")).title == "new"
+
+
+async def test_many_sessions_come_in_pages_with_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "session.db"
+    conn = da.create(source)
+    count = 2 * PAGE + 7  # three pages, the last one short
+    for n in range(count):
+        da.add_session(conn, f"s-{n:04}", title=f"t{n}")
+        da.add_message(conn, f"s-{n:04}", {"role": "user", "content": f"m{n}"})
+    conn.close()
+    store_path = tmp_path / "greenroom.sqlite3"
+    argv = ("import", "docker-agent", str(source), "--db", str(store_path))
+    assert await run_cli(*argv, "--progress-every", "40") == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"greenroom import: {count} sessions in {source}"
+    assert [line.split(":")[1].strip() for line in err[1:]] == [
+        "40 sessions read",
+        "80 sessions read",
+        f"{count} sessions read",
+    ]
+    assert err[-1].endswith(f"{count} imported, 0 already present (skipped), 0 failed")
+    async with open_sqlite_store(store_path) as db:
+        assert await db.count_sessions() == count
+        (last,) = (await db.get_session(f"s-{count - 1:04}")).items
+        assert isinstance(last, Message) and last.content == f"m{count - 1}"
