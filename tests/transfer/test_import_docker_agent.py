@@ -104,6 +104,8 @@ async def test_into_sqlite_then_again_then_through_the_api(
     assert "not carried over: message field thought_signature (1)" in err
     assert "not carried over: message field tool_definitions (1)" in err
     assert "not carried over: file attachments (kept as a text note) (1)" in err
+    assert "not carried over: message field cache_control (1)" in err
+    assert "not carried over: sub-session references to deleted sessions (1)" in err
 
     async with open_sqlite_store(store_path) as db:
         first = await read_tree(db)
