@@ -77,6 +77,7 @@ BUILDER_MODULES: Mapping[str, str] = {
     "tasks": "greenroom.agents.tools._tasks",
     "think": "greenroom.agents.tools._think",
     "todo": "greenroom.agents.tools._todo",
+    "lsp": "greenroom.agents.tools._lsp",
     "user_prompt": "greenroom.agents.tools._user_prompt",
 }
 """Where each toolset type's builder lives: its module registers it (``@register``) when it is
