@@ -32,6 +32,7 @@ from ._registry import Toolset, register
 
 DIAGNOSTICS_WAIT = 5.0
 """Seconds lsp_diagnostics waits for the server to publish after sending it a file."""
+POSITION_FIELDS = ("file", "line", "character")
 FAR = 999_999  # a column past any line's end (the protocol clamps it)
 
 
@@ -122,10 +123,25 @@ class LspTools:
     def __init__(self, server: LspServer) -> None:
         self.server = server
 
-    async def _run(self, what: str, work: Work) -> ToolResult:
+    async def _run(
+        self,
+        what: str,
+        work: Work,
+        arguments: Mapping[str, Any] | None = None,
+        checked: tuple[str, ...] = (),
+    ) -> ToolResult:
+        """``work`` on the running server; ``checked`` arguments are checked first (a bad one
+        is an error result without starting the server)."""
         server = self.server
         timeout = server.spec.call_timeout
         try:
+            for name in checked:
+                if name == "file":
+                    server.resolve(_str(arguments or {}, name))
+                elif name == "new_name":
+                    _str(arguments or {}, name)
+                else:
+                    _int(arguments or {}, name)
             conn = await server.connection()
             with trio.move_on_after(timeout) as waited:
                 result = await work(conn)
@@ -172,7 +188,7 @@ class LspTools:
             result = await conn.request(method, {**self._position(uri, arguments), **(extra or {})})
             return empty if result is None or result == [] else show(result)
 
-        return await self._run(what, work)
+        return await self._run(what, work, arguments, POSITION_FIELDS)
 
     # --- the tools ---------------------------------------------------------------------------
 
@@ -247,7 +263,7 @@ class LspTools:
             )
             return "No symbols found in file" if not result else text.symbols(result)
 
-        return await self._run("Document symbols request", work)
+        return await self._run("Document symbols request", work, arguments, ("file",))
 
     async def workspace_symbols(self, arguments: Mapping[str, Any]) -> ToolResult:
         async def work(conn: Connection) -> str:
@@ -273,7 +289,7 @@ class LspTools:
             found = server.diagnostics.get(uri) or []
             return text.diagnostics(given, found) if found else f"No diagnostics for {given}"
 
-        return await self._run("Diagnostics request", work)
+        return await self._run("Diagnostics request", work, arguments, ("file",))
 
     async def code_actions(self, arguments: Mapping[str, Any]) -> ToolResult:
         async def work(conn: Connection) -> str:
@@ -299,7 +315,7 @@ class LspTools:
                 return f"No code actions available for {given}:{first}"
             return text.code_actions(given, first, result)
 
-        return await self._run("Code actions request", work)
+        return await self._run("Code actions request", work, arguments, ("file", "start_line"))
 
     async def inlay_hints(self, arguments: Mapping[str, Any]) -> ToolResult:
         async def work(conn: Connection) -> str:
@@ -320,7 +336,7 @@ class LspTools:
                 return f"No inlay hints for {given}:{first}-{last}"
             return text.inlay_hints(given, first, last, result)
 
-        return await self._run("Inlay hints request", work)
+        return await self._run("Inlay hints request", work, arguments, ("file",))
 
     async def call_hierarchy(self, arguments: Mapping[str, Any]) -> ToolResult:
         return await self._hierarchy(
@@ -357,7 +373,7 @@ class LspTools:
                     parts.append(text.types(name, str(direction), found))
             return "\n".join(parts)
 
-        return await self._run(f"{label} request", work)
+        return await self._run(f"{label} request", work, arguments, POSITION_FIELDS)
 
     async def rename(self, arguments: Mapping[str, Any]) -> ToolResult:
         async def work(conn: Connection) -> ToolResult:
@@ -374,7 +390,7 @@ class LspTools:
             lines += [f"- {path} ({count} change(s))" for path, count in written]
             return ToolResult("\n".join(lines))
 
-        return await self._run("Rename", work)
+        return await self._run("Rename", work, arguments, (*POSITION_FIELDS, "new_name"))
 
     async def format(self, arguments: Mapping[str, Any]) -> ToolResult:
         async def work(conn: Connection) -> str:
@@ -388,7 +404,7 @@ class LspTools:
             count = sum(n for _, n in written)
             return f"Formatted {given}\nApplied {count} formatting change(s)"
 
-        return await self._run("Format request", work)
+        return await self._run("Format request", work, arguments, ("file",))
 
     async def _apply(
         self, conn: Connection, changes: Mapping[str, list[Mapping[str, Any]]]
