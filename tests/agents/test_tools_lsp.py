@@ -270,7 +270,7 @@ async def test_in_a_runtime_the_server_lives_with_it_and_is_gone_after(tmp_path:
             offered = [tool.name for tool in provider.requests[0].tools]
             assert offered[0] == "lsp_workspace" and len(offered) == 15
             hover = runtime.tools_of().tools["lsp_hover"]
-            pid = hover.handler.__self__.server.pid  # type: ignore[attr-defined]
+            pid = hover.backends[0].server.pid  # type: ignore[attr-defined]
             assert pid is not None and alive(pid)
     assert not alive(pid)
 
@@ -289,3 +289,37 @@ async def test_in_a_runtime_a_stubborn_server_is_killed_at_close(tmp_path: Path)
             pid = int(responses(io.events)["c1"].removeprefix("pid "))
             assert alive(pid)
     assert not alive(pid)
+
+
+async def test_two_lsp_toolsets_share_one_set_of_tools_routed_by_file_type(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mod.py").write_text(SOURCE)
+    (tmp_path / "a.fake").write_text("anything\n")
+    provider = FakeProvider(
+        tool_step(
+            call("lsp_definition", {"file": "mod.py", "line": 9, "character": 1}, "c1"),
+            call("lsp_hover", {"file": "a.fake", "line": 1, "character": 1}, "c2"),
+            call("lsp_hover", {"file": "main.rs", "line": 1, "character": 1}, "c3"),
+            call("lsp_workspace", {}, "c4"),
+        ),
+        text("ok"),
+    )
+    fake = agent_yaml(sys.executable, str(FAKE), "stubborn").split("      - type: lsp\n")[1]
+    yaml_text = agent_yaml(*PYLSP) + "      - type: lsp\n" + fake.replace("[.py]", "[.fake]")
+    with trio.fail_after(DEADLINE):
+        async with served(provider, yaml_text, tmp_path) as runtime:
+            io = start(FakeIO(), "go")
+            await runtime.run_stream(io)
+            got = responses(io.events)
+            assert len(provider.requests[0].tools) == 15
+            assert got["c1"] == f"Found 1 location(s):\n- {tmp_path / 'mod.py'}:4:5"
+            fake_pid = int(got["c2"].removeprefix("pid "))
+            assert got["c3"] == "no LSP server configured for file: main.rs"
+            pylsp_part, fake_part = got["c4"].split("\n---\n")
+            assert "- Server: pylsp" in pylsp_part and "- File types: .py" in pylsp_part
+            assert "- Server: fake-stubborn 0.1" in fake_part
+            backends = runtime.tools_of().tools["lsp_hover"].backends  # type: ignore[attr-defined]
+            pylsp_pid = backends[0].server.pid
+            assert alive(fake_pid) and alive(pylsp_pid)
+    assert not alive(fake_pid) and not alive(pylsp_pid)

@@ -1,43 +1,39 @@
-"""``lsp``: docker-agent's code-intelligence tools, answered by a language server.
+"""``lsp``: docker-agent's code-intelligence tools, answered by language servers.
 
 Options: ``command`` (required), ``args``, ``env`` (``${env.X}`` expanded; added to the
 scrubbed environment of tool processes), ``file_types`` (extensions the server handles; empty:
 all), and greenroom's ``timeout`` (seconds a request may take). ``version`` (docker-agent's
 auto-install) is not applied: the command must be on ``PATH``.
 
-The server (``_lsp_server.py``) starts at the first tool call; each call opens or re-sends the
-files it touches, asks, and turns the answer into text (``_lsp_text.py``). Every failure is an
-error result saying what to do; no call waits longer than the start and request timeouts.
+Each toolset runs one server (``_lsp_server.py``); the calls are in ``_lsp_calls.py``. An agent
+with several ``lsp`` toolsets sees one set of ``lsp_*`` tools, as upstream: a call goes to the
+first server whose ``file_types`` take its ``file``; ``lsp_workspace`` and
+``lsp_workspace_symbols`` ask every server and join the answers (:meth:`LspTool.joined`, used by
+the registry when a second toolset offers a tool of the same name).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import trio
+import attrs
 
 from .._config import ToolsetConfig
-from . import _lsp_text as text
-from ._base import FunctionTool, Tool, ToolAnnotations, ToolContext, ToolResult, ToolsetError, error
+from ..providers._base import ToolSpec
+from ._base import Tool, ToolAnnotations, ToolContext, ToolResult, ToolsetError, error
 from ._environment import scrubbed
 from ._expand import expand_env
-from ._lsp_edits import EditError, apply_edits, changes_of, utf16_column
-from ._lsp_rpc import Connection, ConnectionLost, LspError
-from ._lsp_server import LspServer, LspSpec, LspUnavailable
+from ._lsp_calls import LspCalls
+from ._lsp_server import LspServer, LspSpec
 from ._lsp_specs import DEFS, INSTRUCTIONS
 from ._registry import Toolset, register
 
 DIAGNOSTICS_WAIT = 5.0
 """Seconds lsp_diagnostics waits for the server to publish after sending it a file."""
-POSITION_FIELDS = ("file", "line", "character")
-FAR = 999_999  # a column past any line's end (the protocol clamps it)
-
-
-class BadArgument(Exception):
-    """A tool argument is missing or wrong (the message names it)."""
+BROADCAST = frozenset({"lsp_workspace", "lsp_workspace_symbols"})
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:
@@ -89,378 +85,51 @@ def lsp_toolset(config: ToolsetConfig, ctx: ToolContext) -> Toolset:
     return Toolset(lsp_tools(server), INSTRUCTIONS, close=server.close)
 
 
-# --- arguments -------------------------------------------------------------------------------
+@attrs.frozen
+class LspTool:
+    """One ``lsp_*`` tool over one or more servers (see the module docstring)."""
 
+    spec: ToolSpec
+    annotations: ToolAnnotations
+    backends: tuple[LspCalls, ...]
+    category: str = "lsp"
 
-def _int(arguments: Mapping[str, Any], name: str, default: int | None = None) -> int:
-    value = arguments.get(name)
-    if value is None and default is not None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise BadArgument(f"{name} must be a positive integer (1-based)")
-    if value < 1:
-        raise BadArgument(f"{name} must be at least 1 (positions are 1-based)")
-    return value
+    def joined(self, other: Tool) -> LspTool:
+        """This tool answered by ``other``'s servers too (they come after this one's)."""
+        if not isinstance(other, LspTool):
+            return self
+        more = tuple(b for b in other.backends if b not in self.backends)
+        return attrs.evolve(self, backends=self.backends + more)
 
-
-def _str(arguments: Mapping[str, Any], name: str, *, empty: bool = False) -> str:
-    value = arguments.get(name)
-    if not isinstance(value, str) or (not value and not empty):
-        raise BadArgument(f"{name} is required")
-    return value
-
-
-# --- calls -----------------------------------------------------------------------------------
-
-Work = Callable[[Connection], Awaitable[ToolResult | str]]
-
-
-class LspTools:
-    """The tools of one server (see the module docstring)."""
-
-    def __init__(self, server: LspServer) -> None:
-        self.server = server
-
-    async def _run(
-        self,
-        what: str,
-        work: Work,
-        arguments: Mapping[str, Any] | None = None,
-        checked: tuple[str, ...] = (),
-    ) -> ToolResult:
-        """``work`` on the running server; ``checked`` arguments are checked first (a bad one
-        is an error result without starting the server)."""
-        server = self.server
-        timeout = server.spec.call_timeout
-        try:
-            for name in checked:
-                if name == "file":
-                    server.resolve(_str(arguments or {}, name))
-                elif name == "new_name":
-                    _str(arguments or {}, name)
-                else:
-                    _int(arguments or {}, name)
-            conn = await server.connection()
-            with trio.move_on_after(timeout) as waited:
-                result = await work(conn)
-            if waited.cancelled_caught:
-                return error(
-                    f"{what} failed: {server.spec.description} did not answer within "
-                    f"{timeout:g} seconds"
-                )
-        except BadArgument as exc:
-            return error(str(exc))
-        except LspUnavailable as exc:
-            return error(str(exc))
-        except ConnectionLost as exc:
-            return error(await server.lost(exc))
-        except LspError as exc:
-            return error(f"{what} failed: {exc}")
-        except EditError as exc:
-            return error(f"{what} failed: the server's edit cannot be applied: {exc}")
-        return result if isinstance(result, ToolResult) else ToolResult(result)
-
-    async def _open(self, conn: Connection, arguments: Mapping[str, Any]) -> tuple[str, str]:
-        """Open (or re-send) the ``file`` argument; (its URI, the path as given)."""
-        given = _str(arguments, "file")
-        uri, _ = await self.server.sync(conn, self.server.resolve(given))
-        return uri, given
-
-    def _position(self, uri: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        line, character = _int(arguments, "line") - 1, _int(arguments, "character") - 1
-        doc = self.server.documents.get(uri)
-        column = utf16_column(doc.text, line, character) if doc is not None else character
-        return {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
-
-    async def _at(
-        self,
-        arguments: Mapping[str, Any],
-        method: str,
-        what: str,
-        show: Callable[[Any], str],
-        empty: str,
-        extra: Mapping[str, Any] | None = None,
-    ) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            uri, _ = await self._open(conn, arguments)
-            result = await conn.request(method, {**self._position(uri, arguments), **(extra or {})})
-            return empty if result is None or result == [] else show(result)
-
-        return await self._run(what, work, arguments, POSITION_FIELDS)
-
-    # --- the tools ---------------------------------------------------------------------------
-
-    async def workspace(self, arguments: Mapping[str, Any]) -> ToolResult:
-        del arguments
-        spec = self.server.spec
-
-        async def work(conn: Connection) -> str:
-            del conn
-            caps, info = self.server.capabilities, self.server.server_info
-            return text.workspace(str(spec.working_dir), spec.command, info, spec.file_types, caps)
-
-        return await self._run("LSP initialization", work)
-
-    async def hover(self, arguments: Mapping[str, Any]) -> ToolResult:
-        def show(result: Any) -> str:
-            shown = text.markup(result.get("contents")) if isinstance(result, dict) else ""
-            return shown or "No information available at this position"
-
-        return await self._at(
-            arguments,
-            "textDocument/hover",
-            "Hover request",
-            show,
-            "No information available at this position",
-        )
-
-    async def definition(self, arguments: Mapping[str, Any]) -> ToolResult:
-        return await self._at(
-            arguments,
-            "textDocument/definition",
-            "Definition request",
-            text.locations,
-            "No definition found at this position",
-        )
-
-    async def references(self, arguments: Mapping[str, Any]) -> ToolResult:
-        include = arguments.get("include_declaration")
-        context = {"includeDeclaration": include is not False}
-        return await self._at(
-            arguments,
-            "textDocument/references",
-            "References request",
-            text.locations,
-            "No references found",
-            {"context": context},
-        )
-
-    async def implementations(self, arguments: Mapping[str, Any]) -> ToolResult:
-        return await self._at(
-            arguments,
-            "textDocument/implementation",
-            "Implementations request",
-            text.locations,
-            "No implementations found",
-        )
-
-    async def signature_help(self, arguments: Mapping[str, Any]) -> ToolResult:
-        return await self._at(
-            arguments,
-            "textDocument/signatureHelp",
-            "Signature help request",
-            text.signature_help,
-            "No signature help available at this position",
-        )
-
-    async def document_symbols(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            uri, _ = await self._open(conn, arguments)
-            result = await conn.request(
-                "textDocument/documentSymbol", {"textDocument": {"uri": uri}}
-            )
-            return "No symbols found in file" if not result else text.symbols(result)
-
-        return await self._run("Document symbols request", work, arguments, ("file",))
-
-    async def workspace_symbols(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            query = _str(arguments, "query", empty=True)
-            result = await conn.request("workspace/symbol", {"query": query})
-            if not result:
-                return f"No symbols found matching '{query}'" if query else "No symbols found"
-            return text.symbols(result)
-
-        return await self._run("Workspace symbols request", work)
-
-    async def diagnostics(self, arguments: Mapping[str, Any]) -> ToolResult:
-        server = self.server
-
-        async def work(conn: Connection) -> str:
-            given = _str(arguments, "file")
-            path = server.resolve(given)
-            published = server.published(path.as_uri())
-            uri, sent = await server.sync(conn, path)
-            if sent or uri not in server.diagnostics:
-                with trio.move_on_after(server.spec.diagnostics_wait):
-                    await published.wait()
-            found = server.diagnostics.get(uri) or []
-            return text.diagnostics(given, found) if found else f"No diagnostics for {given}"
-
-        return await self._run("Diagnostics request", work, arguments, ("file",))
-
-    async def code_actions(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            uri, given = await self._open(conn, arguments)
-            first = _int(arguments, "start_line")
-            last = max(first, _int(arguments, "end_line", first))
-            found = [
-                d
-                for d in self.server.diagnostics.get(uri) or []
-                if isinstance(d, dict)
-                and first <= (d.get("range", {}).get("start", {}).get("line", -2) + 1) <= last
-            ]
-            params = {
-                "textDocument": {"uri": uri},
-                "range": {
-                    "start": {"line": first - 1, "character": 0},
-                    "end": {"line": last - 1, "character": FAR},
-                },
-                "context": {"diagnostics": found},
-            }
-            result = await conn.request("textDocument/codeAction", params)
-            if not result:
-                return f"No code actions available for {given}:{first}"
-            return text.code_actions(given, first, result)
-
-        return await self._run("Code actions request", work, arguments, ("file", "start_line"))
-
-    async def inlay_hints(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            uri, given = await self._open(conn, arguments)
-            doc = self.server.documents.get(uri)
-            lines = doc.text.count("\n") + 1 if doc is not None else FAR
-            first = _int(arguments, "start_line", 1)
-            last = _int(arguments, "end_line", lines)
-            params = {
-                "textDocument": {"uri": uri},
-                "range": {
-                    "start": {"line": first - 1, "character": 0},
-                    "end": {"line": last - 1, "character": FAR},
-                },
-            }
-            result = await conn.request("textDocument/inlayHint", params)
-            if not result:
-                return f"No inlay hints for {given}:{first}-{last}"
-            return text.inlay_hints(given, first, last, result)
-
-        return await self._run("Inlay hints request", work, arguments, ("file",))
-
-    async def call_hierarchy(self, arguments: Mapping[str, Any]) -> ToolResult:
-        return await self._hierarchy(
-            arguments, "incoming", "outgoing", "textDocument/prepareCallHierarchy"
-        )
-
-    async def type_hierarchy(self, arguments: Mapping[str, Any]) -> ToolResult:
-        return await self._hierarchy(
-            arguments, "supertypes", "subtypes", "textDocument/prepareTypeHierarchy"
-        )
-
-    async def _hierarchy(
-        self, arguments: Mapping[str, Any], one: str, other: str, prepare: str
-    ) -> ToolResult:
-        direction = arguments.get("direction")
-        if direction not in (one, other):
-            return error(f"direction must be '{one}' or '{other}'")
-        calls = prepare.endswith("CallHierarchy")
-        label = "Call hierarchy" if calls else "Type hierarchy"
-
-        async def work(conn: Connection) -> str:
-            uri, _ = await self._open(conn, arguments)
-            items = await conn.request(prepare, self._position(uri, arguments))
-            if not isinstance(items, list) or not items:
-                return f"No {label.lower()} information available at this position"
+    async def call(self, arguments: Mapping[str, Any]) -> ToolResult:
+        name = self.spec.name
+        if len(self.backends) == 1:
+            return await self._on(self.backends[0], arguments)
+        if name in BROADCAST:
             parts = []
-            for item in items:
-                name = str(item.get("name", "")) if isinstance(item, dict) else ""
-                if calls:
-                    found = await conn.request(f"callHierarchy/{direction}Calls", {"item": item})
-                    parts.append(text.calls(name, str(direction), found))
-                else:
-                    found = await conn.request(f"typeHierarchy/{direction}", {"item": item})
-                    parts.append(text.types(name, str(direction), found))
-            return "\n".join(parts)
+            for backend in self.backends:
+                result = await self._on(backend, arguments)
+                prefix = f"[{backend.server.spec.description}] Error: " if result.is_error else ""
+                parts.append(prefix + result.output)
+            return ToolResult("\n---\n".join(parts))
+        file = arguments.get("file")
+        if not isinstance(file, str) or not file:
+            return error("file is required")
+        for backend in self.backends:
+            if backend.server.spec.handles(Path(file)):
+                return await self._on(backend, arguments)
+        return error(f"no LSP server configured for file: {file}")
 
-        return await self._run(f"{label} request", work, arguments, POSITION_FIELDS)
-
-    async def rename(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> ToolResult:
-            new_name = _str(arguments, "new_name")
-            uri, _ = await self._open(conn, arguments)
-            params = {**self._position(uri, arguments), "newName": new_name}
-            edit = await conn.request("textDocument/rename", params)
-            if not isinstance(edit, dict):
-                return error("Cannot rename symbol at this position")
-            written = await self._apply(conn, changes_of(edit))
-            if not written:
-                return ToolResult("No changes were needed")
-            lines = [f"Renamed to '{new_name}'", f"Modified {len(written)} file(s):"]
-            lines += [f"- {path} ({count} change(s))" for path, count in written]
-            return ToolResult("\n".join(lines))
-
-        return await self._run("Rename", work, arguments, (*POSITION_FIELDS, "new_name"))
-
-    async def format(self, arguments: Mapping[str, Any]) -> ToolResult:
-        async def work(conn: Connection) -> str:
-            uri, given = await self._open(conn, arguments)
-            options = {"tabSize": 4, "insertSpaces": True}
-            params = {"textDocument": {"uri": uri}, "options": options}
-            edits = await conn.request("textDocument/formatting", params)
-            if not isinstance(edits, list) or not edits:
-                return f"No formatting changes needed for {given}"
-            written = await self._apply(conn, {uri: edits})
-            count = sum(n for _, n in written)
-            return f"Formatted {given}\nApplied {count} formatting change(s)"
-
-        return await self._run("Format request", work, arguments, ("file",))
-
-    async def _apply(
-        self, conn: Connection, changes: Mapping[str, list[Mapping[str, Any]]]
-    ) -> list[tuple[str, int]]:
-        """Write the edits to the files (all inside the working directory, or none written);
-        the server is sent the new texts. Returns (path, number of edits) per file."""
-        planned: list[tuple[Path, str, int]] = []
-        for uri, edits in changes.items():
-            if not edits:
-                continue
-            if not uri.startswith("file://"):
-                raise EditError(f"an edit of {uri}, which is not a file")
-            path = self.server.confine(text.path_of(uri))
-            try:
-                original = (await trio.Path(path).read_bytes()).decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise EditError(f"cannot read {path}: {exc}") from None
-            planned.append((path, apply_edits(original, edits), len(edits)))
-        for path, new_text, _ in planned:
-            try:
-                await trio.Path(path).write_bytes(new_text.encode("utf-8"))
-            except OSError as exc:
-                raise EditError(f"cannot write {path}: {exc.strerror or exc}") from None
-        for path, _, _ in planned:
-            if path.as_uri() in self.server.documents:
-                await self.server.sync(conn, path)
-        return [(str(path), count) for path, _, count in planned]
+    async def _on(self, backend: LspCalls, arguments: Mapping[str, Any]) -> ToolResult:
+        method = getattr(backend, self.spec.name.removeprefix("lsp_"))
+        result: ToolResult = await method(arguments)
+        return result
 
 
 def lsp_tools(server: LspServer) -> list[Tool]:
     """The fifteen ``lsp_*`` tools of ``server``."""
-    tools = LspTools(server)
-    handlers = {
-        "lsp_workspace": tools.workspace,
-        "lsp_hover": tools.hover,
-        "lsp_definition": tools.definition,
-        "lsp_references": tools.references,
-        "lsp_document_symbols": tools.document_symbols,
-        "lsp_workspace_symbols": tools.workspace_symbols,
-        "lsp_diagnostics": tools.diagnostics,
-        "lsp_rename": tools.rename,
-        "lsp_code_actions": tools.code_actions,
-        "lsp_format": tools.format,
-        "lsp_call_hierarchy": tools.call_hierarchy,
-        "lsp_type_hierarchy": tools.type_hierarchy,
-        "lsp_implementations": tools.implementations,
-        "lsp_signature_help": tools.signature_help,
-        "lsp_inlay_hints": tools.inlay_hints,
-    }
-    out: list[Tool] = [
-        FunctionTool(
-            d.spec,
-            handlers[d.spec.name],
-            ToolAnnotations(title=d.title, read_only=d.read_only),
-            "lsp",
-        )
+    calls = LspCalls(server)
+    return [
+        LspTool(d.spec, ToolAnnotations(title=d.title, read_only=d.read_only), (calls,))
         for d in DEFS
     ]
-    return out

@@ -219,6 +219,8 @@ class AgentTools:
                     deferred.setdefault(name, tool)
                 elif name not in tools:
                     tools[name] = tool
+                elif callable(joined := getattr(tools[name], "joined", None)):
+                    tools[name] = joined(tool)  # lsp: one tool for every server (by file type)
         for name in self.activated:
             if name in deferred:
                 tools.setdefault(name, deferred.pop(name))
