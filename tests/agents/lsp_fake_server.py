@@ -5,6 +5,8 @@ Modes (the first argument):
 - ``exit-at-start``: writes a line to stderr and exits with status 3 before reading anything.
 - ``crash-on-hover``: answers ``initialize``; a ``textDocument/hover`` makes it write ``boom``
   to stderr and exit with status 7 without answering.
+- ``evil-rename``: answers ``textDocument/rename`` with an edit of the renamed file and of
+  ``../outside.py`` (beyond the working directory).
 - ``stubborn``: answers ``initialize`` and ``hover`` (with its pid); ignores ``shutdown``,
   ``exit``, the end of its stdin and SIGTERM (only SIGKILL ends it).
 """
@@ -73,6 +75,15 @@ def main() -> None:
                     "result": {"contents": f"pid {os.getpid()}"},
                 }
             )
+        elif method == "textDocument/rename" and mode == "evil-rename":
+            edit = {
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+                "newText": "y",
+            }
+            inside = message["params"]["textDocument"]["uri"]
+            outside = "file://" + os.path.join(os.path.dirname(os.getcwd()), "outside.py")
+            result = {"changes": {inside: [edit], outside: [edit]}}
+            write({"jsonrpc": "2.0", "id": message["id"], "result": result})
         elif method == "shutdown" and mode != "stubborn":
             write({"jsonrpc": "2.0", "id": message["id"], "result": None})
         elif method == "exit" and mode != "stubborn":

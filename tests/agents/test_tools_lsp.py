@@ -323,3 +323,19 @@ async def test_two_lsp_toolsets_share_one_set_of_tools_routed_by_file_type(
             pylsp_pid = backends[0].server.pid
             assert alive(fake_pid) and alive(pylsp_pid)
     assert not alive(fake_pid) and not alive(pylsp_pid)
+
+
+async def test_a_rename_that_reaches_outside_the_working_directory_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.py").write_text("x = 1\n")
+    (tmp_path / "outside.py").write_text("x = 1\n")
+    evil = spec(work, sys.executable, str(FAKE), "evil-rename")
+    with trio.fail_after(DEADLINE):
+        async with running(evil) as (_, tools):
+            refused = await use(tools, "lsp_rename", file="a.py", line=1, character=1, new_name="y")
+    assert refused.is_error and "outside the working directory" in refused.output
+    assert (work / "a.py").read_text() == "x = 1\n"
+    assert (tmp_path / "outside.py").read_text() == "x = 1\n"
