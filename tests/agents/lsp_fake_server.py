@@ -18,9 +18,10 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 
-def read() -> dict | None:
+def read() -> dict[str, Any] | None:
     length = None
     while True:
         line = sys.stdin.buffer.readline()
@@ -32,10 +33,11 @@ def read() -> dict | None:
         if name.strip().lower() == "content-length":
             length = int(value)
     assert length is not None
-    return json.loads(sys.stdin.buffer.read(length))
+    message: dict[str, Any] = json.loads(sys.stdin.buffer.read(length))
+    return message
 
 
-def write(message: dict) -> None:
+def write(message: dict[str, Any]) -> None:
     body = json.dumps(message).encode()
     sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     sys.stdout.buffer.flush()
