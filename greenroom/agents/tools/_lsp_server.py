@@ -350,9 +350,10 @@ class LspServer:
             on_notification=self._on_notification,
             root_uri=spec.root_uri,
         )
+        stderr_done = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.run)
-            nursery.start_soon(self._drain_stderr, process)
+            nursery.start_soon(self._drain_stderr, process, stderr_done)
             try:
                 with trio.move_on_after(spec.start_timeout) as starting:
                     result = await conn.request("initialize", self._initialize_params())
@@ -386,12 +387,10 @@ class LspServer:
                             with contextlib.suppress(Exception):
                                 await conn.request("shutdown")
                                 await conn.notify("exit")
-                    if (
-                        conn.closed.is_set()
-                        and not self._closing.is_set()
-                        and not (self.last_error)
-                    ):
-                        self.last_error = f"{spec.description} stopped"
+                    if conn.closed.is_set() and not self._closing.is_set():
+                        self.last_error = self.last_error or f"{spec.description} stopped"
+                        with trio.move_on_after(EXIT_GRACE):
+                            await stderr_done.wait()  # its last words, for the error text
                 nursery.cancel_scope.cancel()
 
     def _initialize_params(self) -> dict[str, Any]:
@@ -405,13 +404,16 @@ class LspServer:
             "capabilities": client_capabilities(),
         }
 
-    async def _drain_stderr(self, process: trio.Process) -> None:
+    async def _drain_stderr(self, process: trio.Process, done: trio.Event) -> None:
         stream = process.stderr
         assert stream is not None
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-            while chunk := await stream.receive_some(65536):
-                self._stderr.extend(chunk)
-                del self._stderr[:-STDERR_TAIL]
+        try:
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                while chunk := await stream.receive_some(65536):
+                    self._stderr.extend(chunk)
+                    del self._stderr[:-STDERR_TAIL]
+        finally:
+            done.set()
 
     def _note_exit(self, process: trio.Process) -> None:
         """Add the exit status and the last stderr line to ``last_error`` (a crash)."""
