@@ -179,7 +179,8 @@ async def test_a_crash_fails_the_call_promptly_and_the_next_call_restarts_it(
             info = await use(tools, "lsp_workspace")
             assert "- Server: fake-crash-on-hover 0.1" in info.output
             first_pid = server.pid
-            crashed = await use(tools, "lsp_hover", file="a.py", line=1, character=1)
+            with trio.fail_after(slow(5)):  # real clock: promptly, not after a timeout
+                crashed = await use(tools, "lsp_hover", file="a.py", line=1, character=1)
             assert crashed.is_error
             assert "stopped (exit status 7); stderr: boom" in crashed.output
             assert "The next lsp tool call starts it again" in crashed.output
@@ -213,6 +214,26 @@ def test_the_options_are_checked(tmp_path: Path) -> None:
     assert made.file_types == (".go", ".mod")
     assert made.env["Y"] == "1" and made.env["HOME"] == "/h"
     assert "OPENAI_API_KEY" not in made.env  # tool processes never get the server's secrets
+
+
+def test_the_tools_are_docker_agents(tmp_path: Path) -> None:
+    tools = lsp_tools(LspServer(spec(tmp_path), None))
+    assert [t.spec.name for t in tools] == [
+        "lsp_workspace", "lsp_hover", "lsp_definition", "lsp_references",
+        "lsp_document_symbols", "lsp_workspace_symbols", "lsp_diagnostics", "lsp_rename",
+        "lsp_code_actions", "lsp_format", "lsp_call_hierarchy", "lsp_type_hierarchy",
+        "lsp_implementations", "lsp_signature_help", "lsp_inlay_hints",
+    ]  # fmt: skip
+    writers = {t.spec.name for t in tools if not t.annotations.read_only}
+    assert writers == {"lsp_rename", "lsp_format"}
+    by_name = {t.spec.name: t.spec.parameters for t in tools}
+    assert by_name["lsp_references"]["required"] == ["file", "line", "character"]
+    assert "include_declaration" in by_name["lsp_references"]["properties"]
+    assert by_name["lsp_rename"]["required"] == ["file", "line", "character", "new_name"]
+    assert by_name["lsp_code_actions"]["required"] == ["file", "start_line"]
+    assert by_name["lsp_inlay_hints"]["required"] == ["file"]
+    assert "required" not in by_name["lsp_workspace"]
+    assert {t.category for t in tools} == {"lsp"}
 
 
 # --- in a runtime ----------------------------------------------------------------------------
