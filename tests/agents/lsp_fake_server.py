@@ -7,6 +7,7 @@ Modes (the first argument):
   to stderr and exit with status 7 without answering.
 - ``evil-rename``: answers ``textDocument/rename`` with an edit of the renamed file and of
   ``../outside.py`` (beyond the working directory).
+- ``silent``: reads everything and answers nothing.
 - ``stubborn``: answers ``initialize`` and ``hover`` (with its pid); ignores ``shutdown``,
   ``exit``, the end of its stdin and SIGTERM (only SIGKILL ends it).
 """
@@ -55,6 +56,8 @@ def main() -> None:
         if message is None:
             break
         method = message.get("method")
+        if mode == "silent":
+            continue
         if method == "initialize":
             info = {"name": f"fake-{mode}", "version": "0.1"}
             caps = {"hoverProvider": True}

@@ -189,6 +189,16 @@ async def test_a_crash_fails_the_call_promptly_and_the_next_call_restarts_it(
             assert not again.is_error and server.starts == 2 and server.pid != first_pid
 
 
+async def test_a_server_that_never_answers_initialize_is_an_error_result(tmp_path: Path) -> None:
+    silent = spec(tmp_path, sys.executable, str(FAKE), "silent", start_timeout=slow(2))
+    with trio.fail_after(DEADLINE):
+        async with running(silent) as (server, tools):
+            failed = await use(tools, "lsp_workspace")
+            assert failed.is_error and f"within {slow(2):g} seconds" in failed.output
+            pid = server.pid
+    assert pid is not None and not alive(pid)
+
+
 async def test_a_server_ignoring_shutdown_and_sigterm_is_killed_on_close(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
     stubborn = spec(tmp_path, sys.executable, str(FAKE), "stubborn")
