@@ -168,6 +168,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_yaml_facts",
                 "_yaml_context",
                 "_yaml_output",
+                "_yaml_lsp",
                 "_sources",
                 "_diagnose",
                 "_validate",

@@ -45,6 +45,7 @@ from ._yaml_context import (
     check_toolset_routing,
     parse_context,
 )
+from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
 
@@ -228,6 +229,8 @@ def _parse_toolsets(
         for key in _TOOLSET_IGNORED & set(mapping):
             c.warn(line_of(mapping, key, value=False) or item_line, f"{item_path}.{key}", IGNORED)
         check_toolset_routing(c, mapping, item_path, item_line)
+        if kind == "lsp":
+            check_lsp_toolset(c, mapping, item_path, item_line)
         options = {str(k): plain(v) for k, v in mapping.items() if k != "type"}
         definition = as_mapping(mcps.get(ref)) if kind == "mcp" and named_ref else None
         if definition is not None:

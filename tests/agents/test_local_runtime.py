@@ -13,6 +13,7 @@ import trio.testing
 
 from greenroom.agents import (
     INTERRUPTED_NOTE,
+    TOOLSET_BUILDERS,
     AgentConfig,
     AgentTools,
     FunctionTool,
@@ -557,10 +558,15 @@ async def test_unavailable_toolsets_are_reported_as_a_warning() -> None:
     provider = FakeProvider(text("ok"))
     yaml_text = (
         "agents:\n  root:\n    model: openai/m\n    toolsets:\n      - type: lsp\n"
-        "      - type: shell\n        env: [not, a, mapping]\n"
+        "        command: pylsp\n      - type: shell\n        env: [not, a, mapping]\n"
     )
     io = start(FakeIO(), "q")
-    await make_runtime(provider, yaml_text).run_stream(io)
+    shell_only = {"shell": TOOLSET_BUILDERS["shell"]}  # every known type has a builder now
+
+    def tools_for(agent: AgentConfig, context: ToolContext) -> AgentTools:
+        return build_tools(agent.toolsets, context, builders=shell_only)
+
+    await make_runtime(provider, yaml_text, tools_for=tools_for).run_stream(io)
     assert io.of(Warning)[0].message == (
         "Some toolsets failed to initialize for agent 'root'.\n\nDetails:\n\n"
         "- toolset lsp is not supported by greenroom yet\n"

@@ -77,6 +77,7 @@ BUILDER_MODULES: Mapping[str, str] = {
     "tasks": "greenroom.agents.tools._tasks",
     "think": "greenroom.agents.tools._think",
     "todo": "greenroom.agents.tools._todo",
+    "lsp": "greenroom.agents.tools._lsp",
     "user_prompt": "greenroom.agents.tools._user_prompt",
 }
 """Where each toolset type's builder lives: its module registers it (``@register``) when it is
@@ -218,6 +219,8 @@ class AgentTools:
                     deferred.setdefault(name, tool)
                 elif name not in tools:
                     tools[name] = tool
+                elif callable(joined := getattr(tools[name], "joined", None)):
+                    tools[name] = joined(tool)  # lsp: one tool for every server (by file type)
         for name in self.activated:
             if name in deferred:
                 tools.setdefault(name, deferred.pop(name))
