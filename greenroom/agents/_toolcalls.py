@@ -79,8 +79,12 @@ def _schema_error(exc: jsonschema.ValidationError) -> str:
 
 
 def prepare(call: ToolCall, tools: AgentTools) -> Prepared:
+    return prepare_in(call, tools.tools.get(call.function.name))
+
+
+def prepare_in(call: ToolCall, tool: Tool | None) -> Prepared:
+    """``call`` checked against ``tool`` (None: the tool is not available)."""
     name = call.function.name
-    tool = tools.tools.get(name)
     if tool is None:
         text = f"Tool '{name}' is not available. You can only use the tools provided to you."
         return Prepared(call, None, None, {"name": name}, ToolResult(text, is_error=True))
@@ -191,7 +195,27 @@ class ToolCalls:
         )
         return verdict.decision is Decision.ALLOW
 
-    async def _run_one(self, frame: Frame, agent_name: str, item: Prepared) -> ToolResult:
+    async def run_for_script(self, frame: Frame, tool: Tool | None, call: ToolCall) -> ToolResult:
+        """Run ``call`` of ``tool`` on behalf of a code-mode script (``_codemode.py``).
+
+        The same checks, hooks, permissions and questions as a call of the model, and the same
+        ``tool_call`` and ``tool_call_response`` events; but its result is only returned (the
+        model sees the script's result, not this call's) and no intent is recorded: the script's
+        own call is the unit a crash leaves in doubt (decision 0032).
+        """
+        io = frame.io
+        agent_name = frame.agent_name or frame.agent.name
+        item = prepare_in(call, tool)
+        result = await self._run_one(frame, agent_name, item, durable=False)
+        response = ToolCallResponse(
+            call.id, result.output, item.definition, agent_name, io.session.id
+        )
+        await io.emit(response)
+        return result
+
+    async def _run_one(
+        self, frame: Frame, agent_name: str, item: Prepared, *, durable: bool = True
+    ) -> ToolResult:
         if item.failure is not None or item.tool is None:
             return item.failure or ToolResult("", is_error=True)
         io = frame.io
@@ -235,8 +259,8 @@ class ToolCalls:
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
-        # The durability point: the intent is committed before the tool starts.
-        await io.begin_tool_call(call, agent_name)
+        if durable:  # the durability point: the intent is committed before the tool starts
+            await io.begin_tool_call(call, agent_name)
         result = await _invoke(tool, item, io.session.id, frame)
         if hooks is not None and hooks.has("post_tool_use", name):
             fields = tool_fields(io.session.id, name, call.id, item.arguments)

@@ -84,7 +84,6 @@ _AGENT_KEYS = {
     *CONTEXT_KEYS,
 }
 _AGENT_IGNORED = {
-    "code_mode_tools",
     "rag",
 }
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
