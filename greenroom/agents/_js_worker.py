@@ -106,7 +106,11 @@ def main() -> None:
         ctx.eval(wrapped)
         value = ctx.eval(RESULT)
     except Exception as exc:  # JSException, StackOverflow: the script failed
-        _write({"failed": str(exc).strip()})
+        text = str(exc).strip()
+        if text in ("", "null"):  # what QuickJS throws when it has no memory left for an Error
+            mib = int(job["memory"]) / (1024 * 1024)
+            text = f"{text or 'nothing'} was thrown: out of memory? (the limit is {mib:g} MiB)"
+        _write({"failed": text})
         return
     _write({"value": value if isinstance(value, str) else ""})
 
