@@ -248,9 +248,7 @@ def _write(directory: Path, name: str, text: str) -> Path:
 
 def test_validate_exit_codes_and_summary(tmp_path: Path) -> None:
     ok = _write(tmp_path, "ok.yaml", "agents:\n  root: {model: openai/x}\n")
-    warned = _write(
-        tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, rag: [docs]}\n"
-    )
+    warned = _write(tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, rag: [docs]}\n")
     broken = _write(tmp_path, "broken.yaml", "agents:\n  root: {model: openai/x, modle: y}\n")
     out = io.StringIO()
     assert validate_main([str(ok), str(warned)], out=out) == 0
