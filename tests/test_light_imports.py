@@ -20,6 +20,7 @@ HEAVY = (
     "prompt_toolkit",
     "playwright",
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
+    "quickjs",  # code mode: only ever in a script's child process (decision 0032)
 )
 
 
@@ -87,3 +88,14 @@ def test_the_lazy_provider_classes_resolve() -> None:
     assert "GoogleProvider" in dir(providers)
     with pytest.raises(AttributeError):
         _ = providers.NoSuchProvider
+
+
+def test_a_code_mode_agent_never_loads_the_interpreter_in_the_server() -> None:
+    code = """
+from greenroom.agents import LocalRuntime, parse_agent_file
+text = "agents:\\n  root:\\n    model: openai/x\\n    code_mode_tools: true\\n"
+config = parse_agent_file(text + "    toolsets:\\n      - type: shell\\n", "a.yaml")
+tools = LocalRuntime(config, provider_for=lambda model: None).tools_of()
+assert list(tools.tools) == ["run_tools_with_javascript"], list(tools.tools)
+"""
+    assert imported_after(code) == []
