@@ -119,7 +119,8 @@ async def test_the_tools_are_offered_as_functions_of_one_tool(tmp_path: Path) ->
 async def test_a_script_calls_two_tools_with_one_approval_each(tmp_path: Path) -> None:
     provider = FakeProvider(tool_step(call(NAME, {"script": TWO_CALLS}, "c1")), text("done"))
     rt = runtime(provider, tmp_path)
-    io = start(AskingIO(), "go")
+    io = AskingIO()
+    start(io, "go")
     approve = ResumeRequest("approve")
     questions = await run_answering(rt, io, {"write_file": approve, "shell": approve})
 
@@ -156,7 +157,8 @@ async def test_a_denied_call_throws_and_a_rejected_one_fails_the_script(tmp_path
     script = {"script": DENIED_THEN_REJECTED}
     provider = FakeProvider(tool_step(call(NAME, script, "c2")), text("done"))
     rt = runtime(provider, tmp_path)
-    io = start(AskingIO(), "go")
+    io = AskingIO()
+    start(io, "go")
     reject = ResumeRequest("reject", reason="not today")
     questions = await run_answering(rt, io, {"write_file": reject})
 
@@ -187,7 +189,8 @@ async def test_a_script_that_loops_forever_ends_the_call_not_the_turn(tmp_path: 
     script = {"script": "while (true) {}"}
     provider = FakeProvider(tool_step(call(NAME, script, "c3")), text("done"))
     rt = runtime(provider, tmp_path, code_mode_limits=Limits(cpu_seconds=1))
-    io = start(AskingIO(), "go")
+    io = AskingIO()
+    start(io, "go")
     await run_answering(rt, io, {})
     body = json.loads(tool_messages(io)["c3"])
     assert body["value"] == "the script ran out of time (1 s of CPU)"
@@ -198,7 +201,8 @@ async def test_a_cancelled_turn_kills_the_script_and_the_next_turn_runs(tmp_path
     script = {"script": 'write_file({path: "x.txt", content: "x"}); return "no"'}
     provider = FakeProvider(tool_step(call(NAME, script, "c4")))
     rt = runtime(provider, tmp_path)
-    io = start(AskingIO(), "go")
+    io = AskingIO()
+    start(io, "go")
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(rt.run_stream, io)
