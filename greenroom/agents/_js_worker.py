@@ -84,8 +84,11 @@ def _limit_cpu(seconds: int) -> None:
         import resource
     except ImportError:  # not a POSIX system: the server's wall-clock budget still applies
         return
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    except (ValueError, OSError):  # a lower hard limit: the server's wall-clock budget applies
+        pass
 
 
 def main() -> None:

@@ -219,3 +219,13 @@ async def test_a_cancelled_turn_kills_the_script_and_the_next_turn_runs(tmp_path
         await rt.run_stream(io)
     last: Message = io.messages()[-1]
     assert last.message.content == "hello again"
+
+
+async def test_a_rerun_after_a_crash_is_a_tool_error(tmp_path: Path) -> None:
+    """The script's call is the in-doubt unit; running it again needs a turn (decision 0032)."""
+    rt = runtime(FakeProvider(), tmp_path)
+    script = 'write_file({path: "y.txt", content: "y"}); return "ran"'
+    result = await rt.rerun_tool(call(NAME, {"script": script}, "c5"), "root")
+    assert result.is_error
+    assert result.output == f"{NAME} can only run inside an agent's turn"
+    assert not (tmp_path / "y.txt").exists()
