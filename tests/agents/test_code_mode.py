@@ -19,7 +19,14 @@ from greenroom.agents import LocalRuntime, ResumeRequest
 from greenroom.agents._codemode import NAME
 from greenroom.agents._js_sandbox import Limits
 from greenroom.agents.tools import ToolContext
-from greenroom.domain import Event, Message, ToolCallConfirmation, ToolCallEvent, ToolCallResponse
+from greenroom.domain import (
+    Event,
+    HookBlocked,
+    Message,
+    ToolCallConfirmation,
+    ToolCallEvent,
+    ToolCallResponse,
+)
 from tests.agents.loop_support import (
     FakeIO,
     FakeProvider,
@@ -229,3 +236,27 @@ async def test_a_rerun_after_a_crash_is_a_tool_error(tmp_path: Path) -> None:
     assert result.is_error
     assert result.output == f"{NAME} can only run inside an agent's turn"
     assert not (tmp_path / "y.txt").exists()
+
+
+async def test_a_pre_tool_use_hook_blocks_a_call_of_the_script(tmp_path: Path) -> None:
+    hooked = AGENT.replace(
+        "    toolsets:\n",
+        "    hooks:\n      pre_tool_use:\n        - matcher: write_file\n"
+        "          hooks: [{type: command, command: 'echo stop it >&2; exit 2'}]\n"
+        "    toolsets:\n",
+        1,
+    )
+    script = """
+      try { write_file({path: "h.txt", content: "h"}) } catch (e) { return "caught " + e.message }
+      return "written";
+    """
+    provider = FakeProvider(tool_step(call(NAME, {"script": script}, "c6")), text("done"))
+    rt = make_runtime(provider, hooked, tool_context=ToolContext(working_dir=tmp_path))
+    io = AskingIO()
+    start(io, "go")
+    questions = await run_answering(rt, io, {})
+    assert questions == []
+    body = json.loads(tool_messages(io)["c6"])
+    assert body["value"] == "caught Tool call blocked by hook: stop it"
+    assert not (tmp_path / "h.txt").exists()
+    assert [e.tool_call.function.name for e in io.of(HookBlocked)] == ["write_file"]
