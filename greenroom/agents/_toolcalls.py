@@ -11,6 +11,9 @@ Consecutive calls that need no question and whose tools are read-only run concur
 a child task of the turn; any other call runs alone, in order, so a write is never reordered
 with the reads around it. Results are recorded in call order. A cancelled turn cancels every
 running call; the calls left without a result are recorded as cancelled by the runtime.
+
+A code-mode script's calls (``_codemode.py``) take the same path one at a time through
+:meth:`ToolCalls.run_for_script`, without a history message or an intent of their own.
 """
 
 from __future__ import annotations
