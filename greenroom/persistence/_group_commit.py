@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
@@ -33,6 +34,7 @@ import outcome
 import trio
 
 from greenroom.errors import GreenroomError, StoreError
+from greenroom.observe import metrics
 
 from ._persistence import CommitListener
 from ._records import EventRow
@@ -139,6 +141,7 @@ class GroupCommitWriter(Generic[C]):
         self._job_queued = threading.Event()
         self._slots = trio.Semaphore(self._queue_size)
         self._token = trio.lowlevel.current_trio_token()
+        self._metrics = metrics()  # the server's (the thread has no context of its own)
         self._stopped = trio.Event()
         self._thread = threading.Thread(target=self._run, name=backend.thread_name, daemon=True)
 
@@ -278,6 +281,7 @@ class GroupCommitWriter(Generic[C]):
                     break
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
+            started = time.monotonic()
             try:
                 results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
@@ -285,6 +289,8 @@ class GroupCommitWriter(Generic[C]):
                 results, heads = [outcome.Error(error) for _ in jobs], {}
                 failed = _all_failed(batch, repr(exc))
             self._batches += 1
+            self._metrics.commit_seconds.observe(time.monotonic() - started)
+            self._metrics.commit_batch.observe(len(batch))
             self._token.run_sync_soon(self._deliver, jobs, results, heads, failed)
         self.backend.close()
         self._token.run_sync_soon(self._stopped.set)
