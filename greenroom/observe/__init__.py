@@ -23,6 +23,7 @@ from ._metrics import (
     Metrics as Metrics,
     ModelCall as ModelCall,
     metrics as metrics,
+    metrics_scope as metrics_scope,
     model_call as model_call,
     reset_metrics as reset_metrics,
     use_metrics as use_metrics,

@@ -18,17 +18,22 @@ scrape.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import attrs
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+# No ``*_created`` series beside every counter and histogram: they double what a scrape
+# carries and no dashboard of ours reads them (a process-wide switch of the library).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 OTHER = "other"
 """The value a capped label takes once it has seen ``cap`` distinct values."""
@@ -60,7 +65,7 @@ class Capped(Generic[M]):
             for i in self._capped:
                 folded[i] = self._fold(i, str(values[i]))
             values = tuple(folded)
-        return cast(M, self.metric.labels(*values))
+        return self.metric.labels(*values)
 
     def _fold(self, i: int, value: str) -> str:
         seen = self._seen[i]
@@ -85,16 +90,14 @@ class LiveCounts:
     cluster: bool = False
     lease_held: bool = False
     owned_sessions: int = 0
+    node: str = ""  # a cluster node's id ("" on a single node)
 
 
 class LiveCollector(Collector):
     """Gauges of what is alive, from ``read`` at each scrape (nothing kept in step by hand)."""
 
-    def __init__(
-        self, read: Callable[[], LiveCounts], node: str, mcp: weakref.WeakSet[Any]
-    ) -> None:
+    def __init__(self, read: Callable[[], LiveCounts], mcp: weakref.WeakSet[Any]) -> None:
         self._read = read
-        self._node = node
         self._mcp = mcp
 
     def describe(self) -> list[Metric]:
@@ -105,7 +108,7 @@ class LiveCollector(Collector):
         info = GaugeMetricFamily(
             "greenroom_node_info", "Always 1; the node label names this server", labels=["node"]
         )
-        info.add_metric([self._node], 1)
+        info.add_metric([counts.node], 1)
         yield info
         for name, text, value in (
             ("greenroom_live_actors", "Session actors alive on this server", counts.actors),
@@ -271,11 +274,11 @@ class Metrics:
         if seconds is not None:
             self.tool_seconds.labels(tool).observe(seconds)
 
-    def watch(self, read: Callable[[], LiveCounts], node: str = "") -> None:
+    def watch(self, read: Callable[[], LiveCounts]) -> None:
         """Collect the gauges of what is alive from ``read`` at each scrape (once a server)."""
         if self._collector is not None:
             self.registry.unregister(self._collector)
-        self._collector = LiveCollector(read, node, self.mcp_servers)
+        self._collector = LiveCollector(read, self.mcp_servers)
         self.registry.register(self._collector)
 
     def render(self) -> tuple[bytes, str]:
@@ -349,6 +352,17 @@ def reset_metrics(token: contextvars.Token[Metrics]) -> None:
     _CURRENT.reset(token)
 
 
+@contextlib.contextmanager
+def metrics_scope() -> Iterator[Metrics]:
+    """A fresh :class:`Metrics`, current inside the block (a server's, or a test harness')."""
+    fresh = Metrics()
+    token = use_metrics(fresh)
+    try:
+        yield fresh
+    finally:
+        reset_metrics(token)
+
+
 def model_call(provider: str, model: str) -> ModelCall:
     """Start timing a model call into the current metrics."""
     return ModelCall(metrics(), provider, model)
@@ -362,6 +376,7 @@ __all__ = [
     "Metrics",
     "ModelCall",
     "metrics",
+    "metrics_scope",
     "model_call",
     "reset_metrics",
     "use_metrics",

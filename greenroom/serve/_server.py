@@ -32,7 +32,7 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
 from greenroom.errors import GreenroomError
-from greenroom.observe import Metrics, reset_metrics, use_metrics
+from greenroom.observe import metrics_scope
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
     MCP_OAUTH_LANDING,
@@ -89,11 +89,8 @@ async def serve(
     and no "listening" line; it stops when cancelled.
     """
     check_config(cfg)
-    current = use_metrics(Metrics())  # this server's registry, for every task it starts
-    try:
+    with metrics_scope():  # this server's registry, for every task it starts
         await _serve_loaded(cfg, embedded, task_status)
-    finally:
-        reset_metrics(current)
 
 
 async def _serve_loaded(

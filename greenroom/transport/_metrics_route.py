@@ -52,7 +52,8 @@ def live_counts(ctx: Context) -> LiveCounts:
         building += stats.building
         subscribers += stats.subscribers
         follow_ups += stats.queued_follow_ups
-    cluster = registry.persistence.membership is not None
+    membership = registry.persistence.membership
+    cluster = membership is not None
     return LiveCounts(
         actors=len(ids),
         running_turns=running,
@@ -62,6 +63,7 @@ def live_counts(ctx: Context) -> LiveCounts:
         cluster=cluster,
         lease_held=cluster and not registry.fenced,
         owned_sessions=len(ids) if cluster else 0,
+        node=membership.node_id if membership is not None else "",
     )
 
 
@@ -75,8 +77,7 @@ def route_template(rule: str | None) -> str:
 def register_metrics(app: QuartTrio, ctx: Context) -> None:
     """``GET /metrics`` and the HTTP request counter, into ``ctx.metrics``."""
     metrics = ctx.metrics
-    membership = ctx.registry.persistence.membership
-    metrics.watch(lambda: live_counts(ctx), node=membership.node_id if membership else "")
+    metrics.watch(lambda: live_counts(ctx))
     tokens = (ctx.config.auth_token, ctx.config.metrics_token)
 
     @app.get(METRICS_PATH)
