@@ -110,17 +110,17 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(level: str = "info", fmt: LogFormat = "text", node: str = "") -> None:
     """The process's logging for ``greenroom serve``: ``fmt`` lines on stderr at ``level``;
-    the HTTP clients' per-request lines only at debug."""
-    handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter(node))
-    else:
-        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    the HTTP clients' per-request lines only at debug. As ``logging.basicConfig``, a root
+    logger that has handlers already (an embedding program, pytest) keeps them and its level."""
     root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        if fmt == "json":
+            handler.setFormatter(JsonFormatter(node))
+        else:
+            handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+        root.addHandler(handler)
+        root.setLevel(level.upper())
     quiet = logging.DEBUG if level.lower() == "debug" else logging.WARNING
     for name in CHATTY:
         logging.getLogger(name).setLevel(quiet)
