@@ -209,12 +209,15 @@ class EventLog:
         self._progress = trio.Event()
 
     def _observe_commit(self, seq: int) -> None:
-        """Metrics: events written, and how long the oldest one waited for its commit."""
+        """Metrics: events written, and (when someone subscribes) how long the oldest one
+        waited for its commit."""
         self._metrics.events_written.inc(seq - self.committed)
-        if self._waiting_since:
-            now = time.monotonic()
+        if not self._waiting_since:
+            return
+        now = time.monotonic()
+        if self._subscribers:
             self._metrics.delivery_lag_seconds.observe(now - self._waiting_since)
-            self._waiting_since = now if seq < self.last_seq else 0.0
+        self._waiting_since = now if seq < self.last_seq else 0.0
 
     def extend_committed(self, rows: list[StoredEvent]) -> None:
         """A mirror of a log another node writes (no writer of its own): take the events it
