@@ -29,7 +29,6 @@ import trio
 
 from greenroom.domain import Event, SessionExited
 from greenroom.errors import GreenroomError
-from greenroom.observe import metrics
 from greenroom.persistence import EventReader, EventRow, Lease, StoredEvent, Writer
 
 from ._entries import GAP, LogEntry
@@ -87,9 +86,6 @@ class EventLog:
         self.closed = False  # no more appends
         self._ended = False  # subscribers ended
         self._closing_seq = 0  # session_exited: subscribers end once it is committed
-        # Commits are reported outside any task (the trio token): keep the server's metrics.
-        self._metrics = metrics()
-        self._waiting_since = 0.0  # monotonic time the oldest uncommitted entry was appended
         if writer is None:
             self.ready.set()
 
@@ -168,8 +164,6 @@ class EventLog:
         if self.lease is None and self._writer is not None:  # the head is not known yet
             self._early.append(event)
             return None
-        if self.committed == self.last_seq:
-            self._waiting_since = time.monotonic()
         self.last_seq += 1
         entry = LogEntry.of(self.last_seq, event)
         self._ring.append(entry)
@@ -192,7 +186,6 @@ class EventLog:
             self.committed = max(self.committed, min(seq, self.last_seq))
             return
         seq = min(seq, self.last_seq)
-        self._observe_commit(seq)
         if self._subscribers:
             first = self._ring[0].seq
             fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
@@ -207,17 +200,6 @@ class EventLog:
             self._end_subscribers()
         self._progress.set()
         self._progress = trio.Event()
-
-    def _observe_commit(self, seq: int) -> None:
-        """Metrics: events written, and (when someone subscribes) how long the oldest one
-        waited for its commit."""
-        self._metrics.events_written.inc(seq - self.committed)
-        if not self._waiting_since:
-            return
-        now = time.monotonic()
-        if self._subscribers:
-            self._metrics.delivery_lag_seconds.observe(now - self._waiting_since)
-        self._waiting_since = now if seq < self.last_seq else 0.0
 
     def extend_committed(self, rows: list[StoredEvent]) -> None:
         """A mirror of a log another node writes (no writer of its own): take the events it

@@ -254,7 +254,7 @@ class Metrics:
         )
         self.delivery_lag_seconds = Histogram(
             "greenroom_event_delivery_lag_seconds",
-            "From the oldest event of a commit's append to the commit (when subscribers get it)",
+            "From the append of a commit's oldest event to the commit (subscribers may have it)",
             registry=r,
             buckets=_FAST,
         )

@@ -161,6 +161,9 @@ async def test_serve_logs_json_lines_and_serves_metrics(tmp_path: Path) -> None:
         assert total(found, "greenroom_turns_total", outcome="done") == 1
         assert total(found, "greenroom_store_commit_seconds_count") > 0
         assert total(found, "greenroom_store_commit_batch_size_sum") > 0
+        written = total(found, "greenroom_events_written_total")
+        assert written >= 4  # stream_started ... stream_stopped, token events between
+        assert total(found, "greenroom_event_delivery_lag_seconds_count") >= 1
         assert total(found, "greenroom_model_calls_total", provider="echo", outcome="ok") == 1
         assert await server.terminate() == 0
     lines = [line for line in server.stderr.decode().splitlines() if line.strip()]

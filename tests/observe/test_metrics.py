@@ -122,7 +122,6 @@ async def test_a_few_turns_show_in_metrics(autojump_clock: trio.abc.Clock) -> No
                  status="200") == 1  # fmt: skip
     assert sid not in text_of_scrape
     assert total(found, "greenroom_events_written_total") > 5
-    assert total(found, "greenroom_event_delivery_lag_seconds_count") >= 1  # the subscriber
     assert value(found, "greenroom_live_actors") == 1
     assert value(found, "greenroom_running_turns") == 0
     assert value(found, "greenroom_node_info", node="") == 1
