@@ -1,10 +1,12 @@
 """What metrics cost per token (issue 24): run by hand.
 
     .venv/bin/python bench/metrics_cost.py [--sessions 10] [--turns 5] [--tokens 200]
+                                           [--store sqlite|memory]
 
-An in-process server (greenroom.testing: the real agent loop, event log and HTTP edge, a memory
-store) plays ``--turns`` turns of ``--tokens`` text tokens on ``--sessions`` sessions at once,
-each followed on its ``/events`` subscription, under cProfile. The time cProfile gives the
+An in-process server (greenroom.testing: the real agent loop, event log and HTTP edge, a SQLite
+file as ``greenroom serve`` has by default, or the memory store, which counts every event it
+takes on its own) plays ``--turns`` turns of ``--tokens`` text tokens on ``--sessions``
+sessions at once, each followed on its ``/events`` subscription, under cProfile. The time cProfile gives the
 functions of ``prometheus_client`` and ``greenroom/observe/_metrics.py`` (every metric update
 and its call-site helpers) is divided by the token events: the metrics' CPU per token, an
 upper bound (profiling makes every small call dearer). Compare it with the server CPU per
@@ -20,15 +22,15 @@ import time
 
 import trio
 
-from greenroom.testing import ScriptedAgent, open_greenroom
+from greenroom.testing import ScriptedAgent, StoreKind, open_greenroom
 
 METRICS_FILES = ("prometheus_client", "greenroom/observe/_metrics.py")
 
 
-async def play(sessions: int, turns: int, tokens: int) -> int:
+async def play(sessions: int, turns: int, tokens: int, store: StoreKind) -> int:
     agent = ScriptedAgent(turns=[[{"text": ["tok "] * tokens}]], loop=True)
     delivered = 0
-    async with open_greenroom(agent) as gr:
+    async with open_greenroom(agent, store=store) as gr:
 
         async def one() -> None:
             nonlocal delivered
@@ -50,11 +52,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
     args = parser.parse_args()
     profile = cProfile.Profile(time.process_time)
     start = time.process_time()
     profile.enable()
-    tokens = trio.run(play, args.sessions, args.turns, args.tokens)
+    tokens = trio.run(play, args.sessions, args.turns, args.tokens, args.store)
     profile.disable()
     cpu = time.process_time() - start
     stats = pstats.Stats(profile)
@@ -64,9 +67,9 @@ def main() -> None:
         if any(part in filename for part in METRICS_FILES):
             in_metrics += tottime
             calls += ncalls
-    print(f"token events: {tokens}")
+    print(f"token events: {tokens} ({args.store})")
     print(f"process CPU (server and client, profiled): {cpu / tokens * 1e6:.1f} us per token")
-    print(f"metrics CPU (profiled): {in_metrics / tokens * 1e6:.2f} us per token, ")
+    print(f"metrics CPU (profiled): {in_metrics / tokens * 1e6:.2f} us per token,")
     print(f"  {calls / tokens:.2f} calls per token, {in_metrics / cpu:.2%} of the process")
 
 
