@@ -9,8 +9,8 @@ takes on its own) plays ``--turns`` turns of ``--tokens`` text tokens on ``--ses
 sessions at once, each followed on its ``/events`` subscription, under cProfile. The time
 cProfile gives the functions of ``prometheus_client`` and ``greenroom/observe/_metrics.py``
 (every metric update and its call-site helpers) is divided by the token events: the metrics'
-CPU per token, an upper bound (profiling makes every small call dearer). Compare it with the server CPU per
-token of ``bench/side_by_side.py --scenarios x10`` (a separate server process).
+CPU per token, an upper bound (profiling makes every small call dearer). Compare it with the
+server CPU per token of ``bench/side_by_side.py --scenarios x10`` (a separate server process).
 """
 
 from __future__ import annotations
