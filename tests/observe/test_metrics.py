@@ -12,7 +12,7 @@ import httpx
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from greenroom.observe import OTHER, Metrics
+from greenroom.observe import OTHER, LiveCounts, Metrics
 from greenroom.testing import ScriptedAgent, Tool, ToolCallContext, open_greenroom
 
 SHELL = {"tool_call": {"name": "shell", "arguments": {"cmd": "ls"}}}
@@ -179,3 +179,54 @@ async def test_raw_paths_never_become_labels(autojump_clock: trio.abc.Clock) -> 
     assert value(found, "greenroom_http_requests_total", operation="unmatched", method="GET",
                  status="404") == 300  # fmt: skip
     assert value(found, "greenroom_errors_total", code="session_not_found") == 300
+
+
+def test_a_cluster_node_says_which_node_it_is_and_whether_it_holds_its_lease() -> None:
+    from types import SimpleNamespace
+
+    from greenroom.actors import SessionStatistics, StreamState
+    from greenroom.transport._metrics_route import live_counts
+
+    stats = {
+        "a": SessionStatistics(live=True, state=StreamState.RUNNING, subscribers=2),
+        "b": SessionStatistics(live=True, building=True, queued_follow_ups=3),
+    }
+    registry = SimpleNamespace(
+        live_ids=lambda: list(stats),
+        statistics=stats.__getitem__,
+        persistence=SimpleNamespace(membership=SimpleNamespace(node_id="node-1")),
+        fenced=False,
+    )
+    ctx: Any = SimpleNamespace(registry=registry)
+    metrics = Metrics()
+    metrics.watch(lambda: live_counts(ctx))
+    found = samples(metrics.render()[0].decode())
+    assert value(found, "greenroom_node_info", node="node-1") == 1
+    assert value(found, "greenroom_cluster_lease_held") == 1
+    assert value(found, "greenroom_cluster_owned_sessions") == 2
+    assert value(found, "greenroom_running_turns") == 1
+    assert value(found, "greenroom_building_runtimes") == 1
+    assert value(found, "greenroom_subscribers") == 2
+    assert value(found, "greenroom_queued_follow_ups") == 3
+    registry.fenced = True  # read again at the next scrape, never kept in step by hand
+    found = samples(metrics.render()[0].decode())
+    assert value(found, "greenroom_cluster_lease_held") == 0
+
+
+def test_mcp_servers_are_counted_by_state_while_they_live() -> None:
+    class Server:
+        def __init__(self, state: str) -> None:
+            self.state = state
+
+    metrics = Metrics()
+    metrics.watch(lambda: LiveCounts())
+    servers = [Server("ready"), Server("ready"), Server("failed"), Server("idle")]
+    for server in servers:
+        metrics.mcp_servers.add(server)
+    found = samples(metrics.render()[0].decode())
+    assert value(found, "greenroom_mcp_servers", state="up") == 2
+    assert value(found, "greenroom_mcp_servers", state="down") == 1
+    del servers[:2]  # gone with their runtime
+    found = samples(metrics.render()[0].decode())
+    assert value(found, "greenroom_mcp_servers", state="up") == 0
+    assert "greenroom_cluster_lease_held" not in {name for name, _ in found}  # a single node
