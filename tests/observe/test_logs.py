@@ -64,14 +64,13 @@ async def test_a_line_logged_during_a_turn_names_its_session_and_turn(
     inside, outside = lines
     assert inside["message"] == "tool ran with 7"
     assert inside["session_id"] == sid
-    [started] = [e for e in seen if e.type == "stream_started"]
-    assert inside["turn_id"]
+    assert inside["turn_id"]  # the turn's record id (no event carries it)
     assert inside["level"] == "info" and inside["logger"] == TOOL_LOGGER
     assert inside["node"] == "node-a"
     assert inside["time"].endswith("+00:00")
-    assert "session_id" not in outside and "turn_id" not in outside
     assert "trace_id" not in inside  # OpenTelemetry is not loaded in this test
-    assert started["session_id"] == sid
+    assert "session_id" not in outside and "turn_id" not in outside
+    assert [e.type for e in seen][-1] == "stream_stopped"
 
 
 def _record(message: str, exc: bool = False) -> logging.LogRecord:
