@@ -260,6 +260,20 @@ def build_parser() -> argparse.ArgumentParser:
         "with runtime: {titles: false})",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text: a line for a person (default); json: one JSON object per line with time, "
+        "level, message, logger, node and, where known, session, turn and trace ids",
+    )
+    serve.add_argument(
+        "--metrics-token",
+        default=os.environ.get("GREENROOM_METRICS_TOKEN", ""),
+        metavar="TOKEN",
+        help="a bearer token GET /metrics also takes, for a scraper that should not hold the "
+        "API token (default: $GREENROOM_METRICS_TOKEN; see docs/observability.md)",
+    )
 
     nodes = sub.add_parser("nodes", help="list the nodes of a cluster and their sessions")
     nodes.add_argument(
@@ -340,9 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return transfer_main(args)
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from greenroom.observe import configure_logging
+
+    configure_logging(args.log_level, args.log_format, args.node_id or socket.gethostname())
     # The options and their checks only: a bad option or a port in use is reported before the
     # server's modules load (about a second of CPU).
     from greenroom.errors import GreenroomError
@@ -391,6 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_ttl=args.lease_ttl,
         lease_renew=args.lease_renew,
         drain_timeout=args.drain_timeout,
+        metrics_token=args.metrics_token,
     )
     try:
         check_config(cfg)

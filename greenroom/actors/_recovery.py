@@ -38,6 +38,7 @@ from greenroom.domain import (
     TurnInterrupted,
     utcnow,
 )
+from greenroom.observe import metrics
 from greenroom.persistence import (
     EventRow,
     Lease,
@@ -210,6 +211,8 @@ async def recover_session(
     deltas = await _deltas_after(persistence, session_id, turns[-1].text_seq) if turns else []
     plan = plan_recovery(lease, session.items, turns, started, deltas, reason=reason)
     await persistence.writer.apply_recovery(plan)
+    for record in (r for r in started if r.tool_call_id in plan.in_doubt):
+        metrics().tool_ended(record.name, "in_doubt")
     return plan
 
 

@@ -240,3 +240,4 @@ class SessionStatistics:
     has_log: bool = False
     subscribers: int = 0
     last_seq: int = 0
+    queued_follow_ups: int = 0  # follow-up messages the runtime holds for the turn's end

@@ -32,6 +32,7 @@ from greenroom.agents import (
 )
 from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
+from greenroom.observe import tag_logs
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
 from . import _handlers, _metadata  # noqa: F401  (each registers its handlers)
@@ -209,6 +210,7 @@ class SessionActor:
             has_log=logs.has_log(self.id),
             subscribers=logs.subscriber_count(self.id),
             last_seq=logs.last_seq(self.id),
+            queued_follow_ups=queued_follow_ups(self._runtime.runtime),
         )
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -216,6 +218,7 @@ class SessionActor:
     async def run(
         self, *, task_status: trio.TaskStatus[SessionActor] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        tag_logs(session_id=self.id)  # this task's lines, and its turns', name the session
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started(self)
@@ -477,3 +480,13 @@ class SessionActor:
         if self._life.lost:
             return None
         return self._host.logs.append(self.id, event)
+
+
+def queued_follow_ups(runtime: Runtime | None) -> int:
+    """The follow-ups ``runtime`` holds (0 without one, or one that cannot say)."""
+    if runtime is None:
+        return 0
+    try:
+        return runtime.queue_status().followup_depth
+    except Exception:  # an embedder's runtime may not implement it: read at scrape time
+        return 0

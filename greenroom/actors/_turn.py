@@ -11,6 +11,7 @@ it ended.
 from __future__ import annotations
 
 import logging
+import time
 
 import trio
 
@@ -35,6 +36,7 @@ from greenroom.domain import (
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
+from greenroom.observe import metrics, tag_logs
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
@@ -69,6 +71,7 @@ class ActorTurnIO:
         turn = self._turn
         if isinstance(event, ErrorEvent):
             turn.errored = True
+            metrics().errors.labels(event.code or "unknown").inc()
         log_ = self._log
         if log_.uncommitted > log_.max_uncommitted:
             await log_.wait_for_room()  # the writer is behind: wait for it
@@ -118,6 +121,8 @@ class ActorTurnIO:
 async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str) -> None:
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""
     io = ActorTurnIO(ctx, turn, runtime)
+    tag_logs(turn_id=turn.turn_id)  # the turn task's lines (and its tool calls') name it
+    started = time.monotonic()
     try:
         with turn.scope:
             if announce_title:
@@ -133,6 +138,7 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
         reason = ""
         if turn.scope.cancelled_caught:
             state, reason = "cancelled", turn.cancel_reason
+        metrics().turn_ended(ctx.session.agent_name, state, time.monotonic() - started)
         await ctx.live.persist(shielded=True)
         await ctx.live.end_turn(turn.turn_id, state, reason)
     finally:

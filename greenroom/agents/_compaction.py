@@ -32,6 +32,7 @@ from greenroom.domain import (
     Warning,
 )
 from greenroom.errors import ModelContextOverflow
+from greenroom.observe import metrics
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
@@ -194,6 +195,9 @@ async def compact(
         call = _Call(model, provider, facts, additional)
         try:
             text = await call.summarise(chunks)
+        except Exception:
+            metrics().compactions.labels("failed").inc()
+            raise
         finally:
             if call.calls:
                 io.add_usage(call.input_tokens, call.output_tokens, call.cost or 0.0)
@@ -207,6 +211,7 @@ async def compact(
             usage=Usage(input_tokens=call.input_tokens, output_tokens=call.output_tokens),
         )
         await io.add_summary(summary)
+        metrics().compactions.labels("done").inc()
         await io.emit(SessionSummaryEvent(text, session.id, agent_name))
         return summary
     finally:

@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ from greenroom.domain import (
     Warning,
     utcnow,
 )
+from greenroom.observe import metrics
 
 from ._confirm import Confirmations, is_approval
 from ._frame import Frame, ManagedTool
@@ -220,6 +222,7 @@ class ToolCalls:
         self, frame: Frame, agent_name: str, item: Prepared, *, durable: bool = True
     ) -> ToolResult:
         if item.failure is not None or item.tool is None:
+            metrics().tool_ended(tool_label(item), "invalid")  # unknown tool, bad arguments
             return item.failure or ToolResult("", is_error=True)
         io = frame.io
         hooks = self.hooks_of(agent_name)
@@ -246,8 +249,10 @@ class ToolCalls:
         if forced_ask and verdict.decision is Decision.ALLOW:
             verdict = Verdict(Decision.ASK, "hook")
         if verdict.decision is Decision.DENY:
+            metrics().tool_ended(name, "denied")
             return ToolResult(verdict.message, is_error=True)
         if verdict.decision is Decision.ASK and frame.background:
+            metrics().tool_ended(name, "denied")
             return ToolResult(BACKGROUND_ASK, is_error=True)
         if verdict.decision is Decision.ASK:
             if hooks is not None and hooks.has("on_user_input"):
@@ -259,12 +264,16 @@ class ToolCalls:
                 await _hook_notes(io, agent_name, outcome)
             answer = await self._ask(io, agent_name, item, verdict.rule)
             if not is_approval(answer):
+                metrics().tool_ended(name, "rejected")
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
         if durable:  # the durability point: the intent is committed before the tool starts
             await io.begin_tool_call(call, agent_name)
+        started = time.monotonic()
         result = await _invoke(tool, item, io.session.id, frame)
+        ended = "error" if result.is_error else "ok"
+        metrics().tool_ended(name, ended, time.monotonic() - started)
         if hooks is not None and hooks.has("post_tool_use", name):
             fields = tool_fields(io.session.id, name, call.id, item.arguments)
             fields["tool_response"] = result.output
@@ -288,6 +297,7 @@ class ToolCalls:
         outcome = await hooks.run("pre_tool_use", fields, name, permissions=io.session.permissions)
         await _hook_notes(io, agent_name, outcome)
         if not outcome.allowed:
+            metrics().tool_ended(name, "blocked")
             event = HookBlocked(call, item.definition, outcome.message, agent_name, io.session.id)
             await io.emit(event)
             return ToolResult(f"Tool call blocked by hook: {outcome.message}", is_error=True)
@@ -318,7 +328,9 @@ class ToolCalls:
             answer = ResumeRequest(
                 "reject", reason=f"no answer within {self.confirmation_timeout:g} seconds"
             )
-        await io.record_approval(self._approval(item, answer, timed_out))
+        approval = self._approval(item, answer, timed_out)
+        metrics().approvals.labels(approval.decision).inc()
+        await io.record_approval(approval)
         return answer
 
     def _approval(self, item: Prepared, answer: ResumeRequest, timed_out: bool) -> Approval:
@@ -390,3 +402,8 @@ async def _invoke(
         name = item.call.function.name
         log.warning("session %s: tool %s failed", session_id, name, exc_info=True)
         return ToolResult(f"Error calling tool: {exc}", is_error=True)
+
+
+def tool_label(item: Prepared) -> str:
+    """A call's tool as a metric label: a name the model made up is ``unknown``."""
+    return item.call.function.name if item.tool is not None else "unknown"

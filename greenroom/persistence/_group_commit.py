@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
@@ -33,6 +34,7 @@ import outcome
 import trio
 
 from greenroom.errors import GreenroomError, StoreError
+from greenroom.observe import metrics
 
 from ._persistence import CommitListener
 from ._records import EventRow
@@ -139,6 +141,7 @@ class GroupCommitWriter(Generic[C]):
         self._job_queued = threading.Event()
         self._slots = trio.Semaphore(self._queue_size)
         self._token = trio.lowlevel.current_trio_token()
+        self._metrics = metrics()  # the server's (the thread has no context of its own)
         self._stopped = trio.Event()
         self._thread = threading.Thread(target=self._run, name=backend.thread_name, daemon=True)
 
@@ -278,6 +281,7 @@ class GroupCommitWriter(Generic[C]):
                     break
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
+            started = time.monotonic()
             try:
                 results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
@@ -285,9 +289,21 @@ class GroupCommitWriter(Generic[C]):
                 results, heads = [outcome.Error(error) for _ in jobs], {}
                 failed = _all_failed(batch, repr(exc))
             self._batches += 1
+            self._observe(batch, failed, time.monotonic() - started)
             self._token.run_sync_soon(self._deliver, jobs, results, heads, failed)
         self.backend.close()
         self._token.run_sync_soon(self._stopped.set)
+
+    def _observe(self, batch: list[_Job | EventRow], failed: dict[str, str], took: float) -> None:
+        """Metrics of one transaction: its latency and size, the events it wrote, and how long
+        its oldest event waited since its append (what a subscriber waits, at least)."""
+        m = self._metrics
+        m.commit_seconds.observe(took)
+        m.commit_batch.observe(len(batch))
+        rows = [r for r in batch if isinstance(r, EventRow) and r.session_id not in failed]
+        if rows:
+            m.events_written.inc(len(rows))
+            m.delivery_lag_seconds.observe(max(0.0, time.time() - rows[0].created_at))
 
     def _commit(
         self, batch: list[_Job | EventRow]

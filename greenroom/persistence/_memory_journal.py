@@ -14,6 +14,7 @@ import attrs
 
 from greenroom.domain import DELTA_TYPES, ErrorItem, Message, Session
 from greenroom.errors import StoreError, ToolCallNotFound
+from greenroom.observe import metrics
 
 from ._persistence import CommitListener, SingleNodeRoles
 from ._records import (
@@ -59,6 +60,7 @@ class MemoryJournal(SingleNodeRoles):
         self._turns: dict[str, TurnRecord] = {}
         self._tool_calls: dict[tuple[str, str], ToolCallRecord] = {}
         self._keys: dict[str, dict[str, float]] = {}
+        self._written = metrics().events_written  # commits are at once: no lag to observe
         self._listener: CommitListener | None = None
 
     # --- what the store supplies ---------------------------------------------------------
@@ -109,6 +111,7 @@ class MemoryJournal(SingleNodeRoles):
             return
         head.last_seq, head.epoch = row.seq, row.epoch
         self._events.setdefault(row.session_id, []).append(row)
+        self._written.inc()
         if self._listener is not None:
             self._listener({row.session_id: row.seq}, {})
 

@@ -60,6 +60,7 @@ class ServeConfig:
     # this long before they are cancelled (a second signal stops at once). None: 30 s on a
     # cluster node (a rolling restart should not cut turns off), 0 on a single node.
     drain_timeout: float | None = None
+    metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
 
     @property
     def drain_seconds(self) -> float:
@@ -99,6 +100,8 @@ def check_config(cfg: ServeConfig) -> None:
             raise ConfigError(
                 f"--allow-private-network {network!r} is not an IP network (CIDR)"
             ) from None
+    if cfg.metrics_token and not _TOKEN_CHARS.fullmatch(cfg.metrics_token):
+        raise ConfigError("--metrics-token must be printable ASCII without spaces")
     check_cluster_flags(
         cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
     )

@@ -32,6 +32,7 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
 from greenroom.errors import GreenroomError
+from greenroom.observe import metrics_scope
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
     MCP_OAUTH_LANDING,
@@ -88,6 +89,13 @@ async def serve(
     and no "listening" line; it stops when cancelled.
     """
     check_config(cfg)
+    with metrics_scope():  # this server's registry, for every task it starts
+        await _serve_loaded(cfg, embedded, task_status)
+
+
+async def _serve_loaded(
+    cfg: ServeConfig, embedded: bool, task_status: trio.TaskStatus[str]
+) -> None:
     sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
     for line in warnings:
         print(line, file=sys.stderr, flush=True)
@@ -193,6 +201,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         bind_host=cfg.host,
         allowed_hosts=allowed_hosts,
         working_dir_root=cfg.working_dir_root,
+        metrics_token=cfg.metrics_token,
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None

@@ -34,6 +34,7 @@ from greenroom.agents import (
 from greenroom.agents.providers import ToolSpec
 from greenroom.agents.tools import ToolHost, ToolsFor
 from greenroom.client import GreenroomClient
+from greenroom.observe import metrics_scope
 from greenroom.persistence import Persistence, Store, open_memory_store, open_sqlite_store
 from greenroom.serve import ServeConfig, SourcesCatalog, hypercorn_config
 from greenroom.transport import AppConfig, ShieldedSend, create_app
@@ -148,7 +149,7 @@ async def open_greenroom(
         table[DEFAULT_SOURCE] = agent
     if not table:
         table[DEFAULT_SOURCE] = ScriptedAgent(turns=["Hello from the scripted model."], loop=True)
-    with tempfile.TemporaryDirectory(prefix="greenroom-test-") as tmp:
+    with metrics_scope(), tempfile.TemporaryDirectory(prefix="greenroom-test-") as tmp:
         directory = Path(tmp)
         paths = [str(a.write(directory, source)) for source, a in table.items()]
         sources = AgentSources.from_paths(paths)

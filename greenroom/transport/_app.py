@@ -19,6 +19,7 @@ from ._cross_site import check_bearer, check_json_content_type, check_request
 from ._errors import map_error
 from ._forward import HOP_HEADER, ClaimHere, Forwarder, served_here
 from ._json import check_params, dumps, parse_body
+from ._metrics_route import METRICS_PATH, register_metrics
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
@@ -166,6 +167,7 @@ def create_app(
             if request.method == "OPTIONS" and config.cors_origins:
                 return _preflight(config)
             bearer_free = is_page_path(request.path) or request.path in BEARER_FREE_PATHS
+            bearer_free = bearer_free or request.path == METRICS_PATH  # its own token rule
             if config.auth_token and not bearer_free:  # a page asks for one; see BEARER_FREE
                 check_bearer(request.headers.get("Authorization", ""), config.auth_token)
         except GreenroomError as exc:
@@ -200,6 +202,7 @@ def create_app(
 
     register_websocket(app, ctx)
     register_page(app)
+    register_metrics(app, ctx)
     return app
 
 

@@ -10,6 +10,7 @@ import trio
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
+from greenroom.observe import Metrics, metrics as current_metrics
 
 from ._cross_site import SitePolicy
 
@@ -44,6 +45,7 @@ class AppConfig:
     heartbeat: float = 15.0
     working_dir_root: str | None = None
     ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
+    metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
 
     @property
     def site_policy(self) -> SitePolicy:
@@ -61,6 +63,7 @@ class Context:
     # A cluster node: forwards requests to sessions' owners, mirrors their event logs.
     forwarder: Forwarder | None = None
     mirrors: Mirrors | None = None
+    metrics: Metrics = attrs.field(factory=current_metrics)  # the server's, current when created
 
 
 @attrs.frozen

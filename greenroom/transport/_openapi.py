@@ -240,6 +240,20 @@ def build_openapi(*, secured: bool = True) -> dict[str, Any]:
             },
         }
     }
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics, text format (docs/observability.md); takes the "
+            "server's token or --metrics-token, open when the server has neither",
+            "responses": {
+                "200": {
+                    "description": "Every metric of this server",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                },
+                **_errors(401, 405, 421, 429),
+            },
+        }
+    }
     html = {"text/html": {"schema": {"type": "string"}}}
     paths["/"] = {
         "get": {

@@ -91,6 +91,8 @@ class Connection:
         self._sent = trio.Event()  # set (and replaced) each time a subscription sends
         self._nursery: trio.Nursery | None = None
         self._close_code = 1000
+        self._frames_in = ctx.metrics.ws_frames.labels("in")
+        self._frames_out = ctx.metrics.ws_frames.labels("out")
 
     async def serve(self) -> None:
         try:
@@ -119,6 +121,7 @@ class Connection:
         async with self._out_recv:
             async for frame in self._out_recv:
                 await websocket.send(frame)
+                self._frames_out.inc()
 
     def send(self, frame: str) -> None:
         """Queue a frame; a full queue means the client cannot keep up: close with 1013."""
@@ -140,6 +143,7 @@ class Connection:
     async def _reader(self) -> None:
         while True:
             raw = await websocket.receive()
+            self._frames_in.inc()
             data = raw.encode() if isinstance(raw, str) else raw
             try:
                 frame = load_json(data, limit=MAX_BODY, check=False)
