@@ -83,8 +83,8 @@ __all__ = [  # every class of the tree (tests/test_errors_tree.py keeps them equ
     "ModelRateLimited", "ModelStreamMalformed", "ModelSwitchingNotSupported", "ModelTimeout",
     "NeedsDecision", "NewerDatabase", "NoPendingRequest", "NodeFenced", "NotADatabase",
     "NotFound", "OAuthFlowNotFound", "OwnedElsewhere", "OwnerUnavailable", "PayloadTooLarge",
-    "QueueFull", "RerunNotSupported", "ScheduleNotFound", "SessionBusy", "SessionExists", "SessionGone",
-    "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
+    "QueueFull", "RerunNotSupported", "ScheduleNotFound", "SessionBusy", "SessionExists",
+    "SessionGone", "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
     "StructuredOutputMismatch", "TooManyConnections", "ToolCallLoop", "ToolCallNotFound",
     "Unauthorized", "UnstorableValue", "UnsupportedMediaType", "WaitTimedOut",
 ]

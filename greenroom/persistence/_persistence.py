@@ -31,7 +31,6 @@ from greenroom.domain import Message
 
 from ._process_log import ProcessLog
 from ._protocol import Store
-from ._schedules import ScheduleStore
 from ._records import (
     Decision,
     EventRow,
@@ -49,6 +48,7 @@ from ._records import (
     TurnStart,
     TurnState,
 )
+from ._schedules import ScheduleStore
 
 CommitListener = Callable[[Mapping[str, int], Mapping[str, str]], None]
 """Called in the trio thread after each commit: the newest committed seq per session, and the

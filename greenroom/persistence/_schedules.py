@@ -85,9 +85,7 @@ _CLAIM = (
     "UPDATE schedules SET next_fire = ?, last_occurrence = ?, fires = fires + 1"
     " WHERE id = ? AND next_fire = ? AND paused = ?"
 )
-_RECORD = (
-    "UPDATE schedules SET last_fired_at = ?, last_session_id = ?, last_error = ? WHERE id = ?"
-)
+_RECORD = "UPDATE schedules SET last_fired_at = ?, last_session_id = ?, last_error = ? WHERE id = ?"
 
 
 def _row(row: Any) -> Schedule:
@@ -188,7 +186,7 @@ class MemorySchedules:
     def schedules(self) -> ScheduleStore:
         return self
 
-    def _get(self, schedule_id: str) -> Schedule:
+    def _schedule(self, schedule_id: str) -> Schedule:
         try:
             return self._schedules[schedule_id]
         except KeyError:
@@ -198,18 +196,18 @@ class MemorySchedules:
         self._schedules[schedule.id] = schedule
 
     async def get_schedule(self, schedule_id: str) -> Schedule:
-        return self._get(schedule_id)
+        return self._schedule(schedule_id)
 
     async def list_schedules(self) -> list[Schedule]:
         return sorted(self._schedules.values(), key=lambda s: (s.created_at, s.id))
 
     async def set_paused(self, schedule_id: str, paused: bool, next_fire: int) -> Schedule:
-        changed = attrs.evolve(self._get(schedule_id), paused=paused, next_fire=next_fire)
+        changed = attrs.evolve(self._schedule(schedule_id), paused=paused, next_fire=next_fire)
         self._schedules[schedule_id] = changed
         return changed
 
     async def delete_schedule(self, schedule_id: str) -> None:
-        self._get(schedule_id)
+        self._schedule(schedule_id)
         del self._schedules[schedule_id]
 
     async def due_schedules(self, now: float) -> list[Schedule]:
