@@ -10,7 +10,8 @@ threads, and virtual time jumps while a thread works.)
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ import attrs
 import hypercorn.trio
 import trio
 
-from greenroom.actors import Registry, RegistryConfig, open_registry
+from greenroom.actors import Registry, RegistryConfig, Scheduler, open_registry
 from greenroom.agents import (
     AgentConfig,
     AgentSources,
