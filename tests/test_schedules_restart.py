@@ -47,9 +47,11 @@ async def rounds(gr: Greenroom, count: int) -> None:
 async def recorded(http: httpx.AsyncClient, schedule_id: str) -> dict[str, Any]:
     """The schedule once its last firing is recorded (the firing runs beside the rounds)."""
     with trio.fail_after(slow(10)):
-        while not (got := await schedule_of(http, schedule_id))["last_fired_at"]:
+        while True:
+            got = await schedule_of(http, schedule_id)
+            if got["last_fired_at"]:
+                return got
             await trio.sleep(0.02)  # real clock: the firing is SQLite writes in threads
-    return got
 
 
 async def schedule_of(http: httpx.AsyncClient, schedule_id: str) -> dict[str, Any]:
