@@ -199,6 +199,7 @@ class Scheduler:
         async with self._firing:
             fired_at = self.clock()
             session_id, error = schedule.session_id, ""
+            log.info("schedule %s: firing the occurrence of %s", schedule.id, _local(schedule))
             try:
                 session_id = await self._start(schedule)
             except GreenroomError as exc:
