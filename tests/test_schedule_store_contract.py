@@ -54,7 +54,7 @@ async def test_schedules_are_kept_listed_paused_and_deleted(store: Any) -> None:
     assert await s.next_due() == 1_000
     assert await s.due_schedules(999.9) == []
     assert await s.due_schedules(3_000.5) == [b, a]  # earliest occurrence first
-    paused = await s.set_paused("b", True, 1_000)
+    paused = await s.set_paused("b", True)
     assert paused == attrs.evolve(b, paused=True)
     assert await s.next_due() == 3_000
     assert await s.due_schedules(10_000) == [a]
@@ -79,7 +79,7 @@ async def test_an_occurrence_is_claimed_once(store: Any) -> None:
     await s.record_fire("a", 1_300.5, "", "agent_not_found: no agent")
     assert (await s.get_schedule("a")).last_error == "agent_not_found: no agent"
     await s.record_fire("gone", 1.0, "", "")  # a schedule deleted meanwhile: nothing
-    await s.set_paused("a", True, 1_300)
+    await s.set_paused("a", True)
     assert await s.claim_occurrence("a", 1_300, 1_600) is False  # paused: never claimed
     await s.delete_schedule("a")
     assert await s.claim_occurrence("a", 1_300, 1_600) is False

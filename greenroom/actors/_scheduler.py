@@ -128,8 +128,7 @@ class Scheduler:
         return await self.store.list_schedules()
 
     async def pause(self, schedule_id: str) -> Schedule:
-        found = await self.store.get_schedule(schedule_id)
-        paused = await self.store.set_paused(schedule_id, True, found.next_fire)
+        paused = await self.store.set_paused(schedule_id, True)  # no claim succeeds from now
         self.changed()
         return paused
 

@@ -48,8 +48,10 @@ class ScheduleStore(Protocol):
     async def list_schedules(self) -> list[Schedule]:
         """Every schedule, oldest first."""
 
-    async def set_paused(self, schedule_id: str, paused: bool, next_fire: int) -> Schedule:
-        """Pause or resume (a resumed schedule goes on at ``next_fire``); ScheduleNotFound."""
+    async def set_paused(
+        self, schedule_id: str, paused: bool, next_fire: int | None = None
+    ) -> Schedule:
+        """Pause or resume (at ``next_fire``; None keeps it); ScheduleNotFound."""
 
     async def delete_schedule(self, schedule_id: str) -> None:
         """Raises ScheduleNotFound."""
@@ -77,7 +79,7 @@ _COLUMNS = (
 )
 _INSERT = f"INSERT INTO schedules ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"
 _SELECT = f"SELECT {_COLUMNS} FROM schedules"
-_PAUSE = "UPDATE schedules SET paused = ?, next_fire = ? WHERE id = ?"
+_PAUSE = "UPDATE schedules SET paused = ?, next_fire = COALESCE(?, next_fire) WHERE id = ?"
 _DELETE = "DELETE FROM schedules WHERE id = ?"
 _DUE = f"{_SELECT} WHERE paused = ? AND next_fire <= ? ORDER BY next_fire, id"
 _NEXT = "SELECT MIN(next_fire) FROM schedules WHERE paused = ?"
@@ -150,7 +152,9 @@ class SqlSchedules:
     async def list_schedules(self) -> list[Schedule]:
         return await self._select(f"{_SELECT} ORDER BY created_at, id", ())
 
-    async def set_paused(self, schedule_id: str, paused: bool, next_fire: int) -> Schedule:
+    async def set_paused(
+        self, schedule_id: str, paused: bool, next_fire: int | None = None
+    ) -> Schedule:
         if not await self._write_count(_PAUSE, (paused, next_fire, schedule_id)):
             raise ScheduleNotFound(f"no schedule {schedule_id!r}")
         return await self.get_schedule(schedule_id)
@@ -201,8 +205,11 @@ class MemorySchedules:
     async def list_schedules(self) -> list[Schedule]:
         return sorted(self._schedules.values(), key=lambda s: (s.created_at, s.id))
 
-    async def set_paused(self, schedule_id: str, paused: bool, next_fire: int) -> Schedule:
-        changed = attrs.evolve(self._schedule(schedule_id), paused=paused, next_fire=next_fire)
+    async def set_paused(
+        self, schedule_id: str, paused: bool, next_fire: int | None = None
+    ) -> Schedule:
+        found = self._schedule(schedule_id)
+        changed = attrs.evolve(found, paused=paused, next_fire=next_fire or found.next_fire)
         self._schedules[schedule_id] = changed
         return changed
 

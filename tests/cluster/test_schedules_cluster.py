@@ -45,12 +45,13 @@ async def test_a_schedule_fires_once_per_occurrence_on_a_three_node_cluster(
         assert (await schedule_of(h3, schedule_id))["cron"] == "* * * * * */2"  # shared
 
         async def fired_enough() -> bool:
-            return (await schedule_of(h1, schedule_id))["fires"] >= OCCURRENCES
+            fires: int = (await schedule_of(h1, schedule_id))["fires"]
+            return fires >= OCCURRENCES
 
         await eventually("occurrences fired", fired_enough, slow(60))
         r = await h3.post(f"/api/schedules/{schedule_id}/pause")
         assert r.status_code == 200 and r.json()["paused"] is True
-        fires = r.json()["fires"]  # claims made before the pause; none after it
+        fires: int = r.json()["fires"]  # claims made before the pause; none after it
 
         async def all_recorded() -> bool:
             titled = [s for s in (await h2.get("/api/sessions")).json() if s["title"]]
