@@ -7,6 +7,7 @@ start are in tests/test_schedules_restart.py; a cluster in tests/cluster/test_sc
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from trio_websocket import open_websocket_url
 
 from greenroom.testing import Greenroom, ScriptedAgent, Tool, ToolCallContext, open_greenroom
 
@@ -232,3 +234,33 @@ async def test_a_failed_firing_is_recorded_on_the_schedule(autojump_clock: Any) 
         assert got["fires"] == 1
         assert got["last_error"].startswith("session_not_found"), got
         assert got["next_fire"] == "2026-06-01T12:00:00Z"  # it goes on
+
+
+async def test_the_schedule_operations_are_websocket_ops_too(autojump_clock: Any) -> None:
+    async with (
+        server("2026-06-01T10:00:00") as (gr, http, _clock),
+        open_websocket_url(gr.url.replace("http", "ws") + "/api/ws") as ws,
+    ):
+
+        async def call(frame: dict[str, Any]) -> dict[str, Any]:
+            await ws.send_message(json.dumps({"id": "r", **frame}))
+            reply: dict[str, Any] = json.loads(await ws.get_message())
+            return reply
+
+        body = {"cron": "0 8 * * *", "agent": "default", "message": "ws", "timezone": "UTC"}
+        made = await call({"op": "schedule_create", **body})
+        assert made["ok"] is True and made["result"]["next_fire"] == "2026-06-02T08:00:00Z"
+        schedule_id = made["result"]["id"]
+        paused = await call({"op": "schedule_pause", "schedule_id": schedule_id})
+        assert paused["result"]["paused"] is True
+        assert (await read(http, schedule_id))["paused"] is True
+        bad = await call({"op": "schedule_create", **body, "timezone": "Nowhere/Land"})
+        assert (bad["ok"], bad["error"]["status"], bad["error"]["path"]) == (
+            False,
+            400,
+            "$.timezone",
+        )
+        gone = await call({"op": "schedule_delete", "schedule_id": schedule_id})
+        assert gone["result"] == {"message": "schedule deleted"}
+        missing = await call({"op": "schedule_get", "schedule_id": schedule_id})
+        assert missing["error"]["code"] == "schedule_not_found"
