@@ -16,6 +16,7 @@ import trio
 from greenroom.errors import ScheduleNotFound
 from greenroom.persistence import Schedule, open_sqlite_store
 
+from . import pg
 from .test_event_store_contract import open_kind
 
 pytestmark = pytest.mark.slow
@@ -107,3 +108,28 @@ async def test_sqlite_schedules_survive_a_reopen(tmp_path: Path) -> None:
         await store.schedules.add_schedule(kept)
     async with open_sqlite_store(tmp_path / "s.db") as store:
         assert await store.schedules.list_schedules() == [kept]
+
+
+async def test_three_postgres_nodes_racing_for_occurrences_claim_each_once() -> None:
+    async with (
+        pg.database() as dsn,
+        pg.node(dsn, "n1") as n1,
+        pg.node(dsn, "n2") as n2,
+        pg.node(dsn, "n3") as n3,
+    ):
+        nodes = {"n1": n1, "n2": n2, "n3": n3}
+        await n1.schedules.add_schedule(schedule("a", 60))
+        won: list[tuple[int, str]] = []
+
+        async def claim(name: str, due: int) -> None:
+            if await nodes[name].schedules.claim_occurrence("a", due, due + 60):
+                won.append((due, name))
+
+        for due in range(60, 60 * 11, 60):  # ten occurrences, each raced by every node
+            async with trio.open_nursery() as nursery:
+                for name in nodes:
+                    for _ in range(3):
+                        nursery.start_soon(claim, name, due)
+        assert [due for due, _ in won] == list(range(60, 60 * 11, 60)), won
+        got = await n3.schedules.get_schedule("a")
+        assert (got.fires, got.next_fire, got.last_occurrence) == (10, 660, 600)
