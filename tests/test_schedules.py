@@ -18,6 +18,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
+from greenroom.persistence import Schedule
 from greenroom.testing import Greenroom, ScriptedAgent, Tool, ToolCallContext, open_greenroom
 
 AGENT = ScriptedAgent(turns=["Scheduled reply."], loop=True)
@@ -264,3 +265,30 @@ async def test_the_schedule_operations_are_websocket_ops_too(autojump_clock: Any
         assert gone["result"] == {"message": "schedule deleted"}
         missing = await call({"op": "schedule_get", "schedule_id": schedule_id})
         assert missing["error"]["code"] == "schedule_not_found"
+
+
+async def test_a_schedule_that_cannot_be_computed_is_paused_with_why(
+    autojump_clock: Any,
+) -> None:
+    async with server("2026-06-01T10:00:00") as (gr, http, clock):
+        scheduler = gr._context.scheduler  # white-box: a row this server could not have made
+        broken = Schedule(
+            id="broken",
+            cron="0 * * * *",
+            timezone="Gone/Zone",  # e.g. the system's tzdata lost it since
+            agent="default",
+            agent_name="",
+            message="hi",
+            session_id="",
+            title="",
+            paused=False,
+            next_fire=int(clock()) - 60,
+            created_at=clock() - 120,
+        )
+        await scheduler.store.add_schedule(broken)
+        scheduler.changed()
+        await trio.sleep(1)
+        got = await read(http, "broken")
+        assert (got["paused"], got["fires"]) == (True, 0)
+        assert got["last_error"].startswith("cannot fire: $.timezone: unknown time zone")
+        assert (await http.get("/api/sessions")).json() == []

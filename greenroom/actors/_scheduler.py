@@ -188,7 +188,10 @@ class Scheduler:
             try:
                 nxt = next_occurrence(schedule.cron, schedule.timezone, now)
             except (InvalidRequest, ValueError) as exc:  # a zone gone from this system's tzdata
-                log.error("schedule %s cannot fire: %s", schedule.id, exc)
+                # Paused, with why: left due, it would be due again at once, round after round.
+                log.error("schedule %s cannot fire, paused: %s", schedule.id, exc)
+                await self.store.set_paused(schedule.id, True)
+                await self.store.record_fire(schedule.id, now, "", f"cannot fire: {exc}")
                 continue
             if await self.store.claim_occurrence(schedule.id, schedule.next_fire, nxt):
                 nursery.start_soon(self._fire, schedule)
@@ -204,6 +207,9 @@ class Scheduler:
             except GreenroomError as exc:
                 error = f"{exc.code}: {exc.message}"
                 log.warning("schedule %s: the occurrence did not start: %s", schedule.id, error)
+            except Exception as exc:  # a defect: recorded, never the end of the scheduler
+                error = f"internal_error: {type(exc).__name__}: {exc}"
+                log.exception("schedule %s: the occurrence failed", schedule.id)
             try:
                 await self.store.record_fire(schedule.id, fired_at, session_id, error)
             except GreenroomError:
