@@ -292,3 +292,32 @@ async def test_a_schedule_that_cannot_be_computed_is_paused_with_why(
         assert (got["paused"], got["fires"]) == (True, 0)
         assert got["last_error"].startswith("cannot fire: $.timezone: unknown time zone")
         assert (await http.get("/api/sessions")).json() == []
+
+
+async def test_an_agent_gone_since_is_the_last_error_and_the_session_is_kept(
+    autojump_clock: Any,
+) -> None:
+    async with server("2026-06-01T10:00:00") as (gr, http, clock):
+        scheduler = gr._context.scheduler  # white-box: an agent the server no longer has
+        gone = Schedule(
+            id="gone",
+            cron="0 * * * *",
+            timezone="UTC",
+            agent="removed-since",
+            agent_name="",
+            message="hi",
+            session_id="",
+            title="hourly",
+            paused=False,
+            next_fire=int(at("2026-06-01T11:00:00")),
+            created_at=clock(),
+        )
+        await scheduler.store.add_schedule(gone)
+        scheduler.changed()
+        await until(clock, "2026-06-01T11:00:05")
+        got = await read(http, "gone")
+        assert got["fires"] == 1 and got["next_fire"] == "2026-06-01T12:00:00Z"
+        assert got["last_error"].startswith("agent_not_found"), got
+        (session,) = (await http.get("/api/sessions")).json()
+        assert session["id"] == got["last_session_id"]
+        assert session["title"] == "hourly (2026-06-01 11:00:00 UTC)"

@@ -203,7 +203,11 @@ class Scheduler:
             session_id, error = schedule.session_id, ""
             log.info("schedule %s: firing the occurrence of %s", schedule.id, _local(schedule))
             try:
-                session_id = await self._start(schedule)
+                if not schedule.session_id:  # its id is kept even if the run cannot start
+                    session_id = await self._new_session(schedule)
+                    await self._run(session_id, schedule)
+                else:
+                    session_id = await self._into_session(schedule)
             except GreenroomError as exc:
                 error = f"{exc.code}: {exc.message}"
                 log.warning("schedule %s: the occurrence did not start: %s", schedule.id, error)
@@ -215,12 +219,12 @@ class Scheduler:
             except GreenroomError:
                 log.exception("schedule %s: recording the firing failed", schedule.id)
 
-    async def _start(self, schedule: Schedule) -> str:
-        if not schedule.session_id:
-            title = f"{schedule.title or 'Scheduled run'} ({_local(schedule)})"
-            session = await self.registry.create(Session.new(title=title))
-            await self._run(session.id, schedule)
-            return session.id
+    async def _new_session(self, schedule: Schedule) -> str:
+        title = f"{schedule.title or 'Scheduled run'} ({_local(schedule)})"
+        return (await self.registry.create(Session.new(title=title))).id
+
+    async def _into_session(self, schedule: Schedule) -> str:
+        """Run in the target session, or queue a follow-up (here or on its owner node)."""
         try:
             await self._run_or_follow_up(schedule)
         except OwnedElsewhere as exc:
