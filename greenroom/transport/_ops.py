@@ -19,15 +19,7 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
-from ._schedule_endpoints import (
-    ScheduleBody,
-    create_schedule,
-    delete_schedule,
-    get_schedule,
-    list_schedules,
-    pause_schedule,
-    resume_schedule,
-)
+from ._schedule_endpoints import SCHEDULE_OPERATIONS
 from ._server_endpoints import (
     agent_tool_count,
     api_ready,
@@ -475,48 +467,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 
-# Scheduled runs (decision 0028).
-SCHEDULE = "/api/schedules/{schedule_id}"
-OPERATIONS += (
-    Operation(
-        "schedule_create",
-        "POST",
-        "/api/schedules",
-        create_schedule,
-        "Schedule runs: a cron expression in a time zone, an agent, a message, and a new "
-        "session each time or one session (a follow-up while it is busy)",
-        body=ScheduleBody,
-        success=201,
-        errors=(400,),
-    ),
-    Operation("schedule_list", "GET", "/api/schedules", list_schedules, "List schedules"),
-    Operation(
-        "schedule_get",
-        "GET",
-        SCHEDULE,
-        get_schedule,
-        "A schedule and its last firing",
-        errors=(404,),
-    ),
-    Operation(
-        "schedule_pause",
-        "POST",
-        f"{SCHEDULE}/pause",
-        pause_schedule,
-        "Pause a schedule (nothing fires until it is resumed)",
-        errors=(404,),
-    ),
-    Operation(
-        "schedule_resume",
-        "POST",
-        f"{SCHEDULE}/resume",
-        resume_schedule,
-        "Resume a schedule at its first occurrence from now (the missed ones do not fire)",
-        errors=(404,),
-    ),
-    Operation(
-        "schedule_delete", "DELETE", SCHEDULE, delete_schedule, "Delete a schedule", errors=(404,)
-    ),
-)
+# Scheduled runs (decision 0028): their rows are in _schedule_endpoints.py.
+OPERATIONS += tuple(Operation(*row, **options) for row, options in SCHEDULE_OPERATIONS)
 
 BY_NAME = {op.name: op for op in OPERATIONS}

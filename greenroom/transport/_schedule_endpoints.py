@@ -122,6 +122,52 @@ async def delete_schedule(ctx: Context, req: Request) -> Reply:
     return Reply({"message": "schedule deleted"})
 
 
+SCHEDULE = "/api/schedules/{schedule_id}"
+SCHEDULE_OPERATIONS: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...] = (
+    # (name, method, path, handler, summary), then the Operation's other fields (_ops.py)
+    (
+        (
+            "schedule_create",
+            "POST",
+            "/api/schedules",
+            create_schedule,
+            "Schedule runs: a cron expression in a time zone, an agent, a message, and a new "
+            "session each time or one session (a follow-up while it is busy)",
+        ),
+        {"body": ScheduleBody, "success": 201, "errors": (400,)},
+    ),
+    (("schedule_list", "GET", "/api/schedules", list_schedules, "List schedules"), {}),
+    (
+        ("schedule_get", "GET", SCHEDULE, get_schedule, "A schedule and its last firing"),
+        {"errors": (404,)},
+    ),
+    (
+        (
+            "schedule_pause",
+            "POST",
+            f"{SCHEDULE}/pause",
+            pause_schedule,
+            "Pause a schedule (nothing fires until it is resumed)",
+        ),
+        {"errors": (404,)},
+    ),
+    (
+        (
+            "schedule_resume",
+            "POST",
+            f"{SCHEDULE}/resume",
+            resume_schedule,
+            "Resume a schedule at its first occurrence from now (the missed ones do not fire)",
+        ),
+        {"errors": (404,)},
+    ),
+    (
+        ("schedule_delete", "DELETE", SCHEDULE, delete_schedule, "Delete a schedule"),
+        {"errors": (404,)},
+    ),
+)
+
+
 def schedule_schema() -> dict[str, Any]:
     """The JSON schema of a schedule as the API answers it (the OpenAPI document)."""
     text, time, nullable_time = (
