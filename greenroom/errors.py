@@ -24,6 +24,7 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── MessageNotFound              404 message_not_found
     │   ├── AgentNotFound                404 agent_not_found
     │   ├── ToolCallNotFound             404 tool_call_not_found (none in doubt by that id)
+    │   ├── ScheduleNotFound             404 schedule_not_found
     │   └── OAuthFlowNotFound            404 oauth_flow_not_found (no flow waits for that state)
     ├── SessionBusy                      409 session_busy
     ├── SessionNotRunning                409 session_not_running
@@ -82,8 +83,8 @@ __all__ = [  # every class of the tree (tests/test_errors_tree.py keeps them equ
     "ModelRateLimited", "ModelStreamMalformed", "ModelSwitchingNotSupported", "ModelTimeout",
     "NeedsDecision", "NewerDatabase", "NoPendingRequest", "NodeFenced", "NotADatabase",
     "NotFound", "OAuthFlowNotFound", "OwnedElsewhere", "OwnerUnavailable", "PayloadTooLarge",
-    "QueueFull", "RerunNotSupported", "SessionBusy", "SessionExists", "SessionGone",
-    "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
+    "QueueFull", "RerunNotSupported", "ScheduleNotFound", "SessionBusy", "SessionExists",
+    "SessionGone", "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
     "StructuredOutputMismatch", "TooManyConnections", "ToolCallLoop", "ToolCallNotFound",
     "Unauthorized", "UnstorableValue", "UnsupportedMediaType", "WaitTimedOut",
 ]
@@ -204,6 +205,11 @@ class MessageNotFound(NotFound):
 class AgentNotFound(NotFound):
     code = "agent_not_found"
     default_message = "agent source not found"
+
+
+class ScheduleNotFound(NotFound):
+    code = "schedule_not_found"
+    default_message = "schedule not found"
 
 
 class ToolCallNotFound(NotFound):

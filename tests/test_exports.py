@@ -30,7 +30,10 @@ EXPORTS: dict[str, set[str]] = {
         "RecoveryReport",
         "Registry",
         "RegistryConfig",
+        "RemoteFire",
         "RunStream",
+        "ScheduleSpec",
+        "Scheduler",
         "SessionHandle",
         "SessionSnapshot",
         "SessionStatistics",
@@ -178,6 +181,7 @@ EXPORTS: dict[str, set[str]] = {
         "ShieldedSend",
         "check_bearer",
         "create_app",
+        "scheduled_forward",
     },
 }
 

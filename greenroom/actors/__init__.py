@@ -34,5 +34,10 @@ from ._results import (
     SessionStatus as SessionStatus,
     StreamState as StreamState,
 )
+from ._scheduler import (
+    RemoteFire as RemoteFire,
+    Scheduler as Scheduler,
+    ScheduleSpec as ScheduleSpec,
+)
 from ._subscription import Subscription as Subscription
 from ._switch import apply_agent_switch_commands as apply_agent_switch_commands

@@ -46,6 +46,7 @@ from ._records import (
     TurnStart as TurnStart,
     TurnState as TurnState,
 )
+from ._schedules import Schedule as Schedule, ScheduleStore as ScheduleStore
 from ._sqlite import SqliteStore as SqliteStore, open_sqlite_store as open_sqlite_store
 
 __all__ = [
@@ -70,6 +71,8 @@ __all__ = [
     "ProcessRecord",
     "RecoveryPlan",
     "RetentionPolicy",
+    "Schedule",
+    "ScheduleStore",
     "SqliteStore",
     "Store",
     "StoredEvent",

@@ -37,6 +37,7 @@ from greenroom.errors import (
 
 from ._memory_journal import MemoryJournal
 from ._process_log import MemoryProcessLog
+from ._schedules import MemorySchedules
 
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
 
@@ -51,13 +52,14 @@ def _storable(*values: object) -> None:
             raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
-class MemoryStore(MemoryJournal, MemoryProcessLog):
+class MemoryStore(MemoryJournal, MemoryProcessLog, MemorySchedules):
     """Sessions in a dict; message ids from one counter, as a database would give them."""
 
     def __init__(self) -> None:
         super().__init__()
         self._sessions: dict[str, Session] = {}
         self._processes = {}
+        self._schedules = {}
         self._ids = itertools.count(1)
         self._closed = False
 

@@ -27,6 +27,7 @@ from . import _sqlite_journal as journal, _sqlite_sql as sql
 from ._group_commit import GroupCommitWriter
 from ._persistence import SingleNodeRoles
 from ._process_log import SqlProcessLog
+from ._schedules import SqlSchedules
 from ._sql_log import SqlLog
 from ._sql_store import SqlStore
 from ._sqlite_open import (
@@ -47,6 +48,7 @@ class SqliteStore(
     SqlStore[sqlite3.Connection],
     SqlLog[sqlite3.Connection, journal.Owner],
     SqlProcessLog,
+    SqlSchedules,
 ):
     """A :class:`~greenroom.persistence.Persistence` on one SQLite file: the store, the writer,
     the event reader and local ownership at this process's boot epoch. Use

@@ -22,6 +22,7 @@ import trio
 from greenroom.actors import (
     RecoveryReport,
     Registry,
+    Scheduler,
     StoreProcessLedger,
     host_id,
     kill_leftover_groups,
@@ -41,6 +42,7 @@ from greenroom.transport import (
     Forwarder,
     ShieldedSend,
     create_app,
+    scheduled_forward,
 )
 
 from ._agents import SourcesCatalog, load_sources, runtime_factory
@@ -205,6 +207,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
+    scheduler = schedules_of(serving)
     app = create_app(
         registry,
         SourcesCatalog(serving.sources),
@@ -212,6 +215,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         oauth,
         forwarder=cluster.forwarder if cluster is not None else None,
         mirrors=cluster.node.mirrors if cluster is not None else None,
+        scheduler=scheduler,
     )
     context = app.greenroom  # type: ignore[attr-defined]
     stop = trio.Event()
@@ -265,6 +269,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         if not serving.embedded:
             nursery.start_soon(_watch_signals, begin_shutdown)
         nursery.start_soon(_retain, serving.persistence, cfg.retention, cfg.retention_interval)
+        await nursery.start(scheduler.run)  # scheduled runs (decision 0028)
         binds = await nursery.start(run_server)
         if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()
@@ -279,6 +284,21 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
             for line in startup_summary(cfg, serving.sources, serving.report, node):
                 print(f"  {line}", flush=True)
         task_status.started(url)
+
+
+def schedules_of(serving: Serving) -> Scheduler:
+    """The scheduler of scheduled runs: on a cluster every node runs one, looks for changes
+    made on other nodes every lease renewal, and fires into a session another node owns by
+    forwarding there."""
+    registry, cluster = serving.registry, serving.cluster
+    if cluster is None:
+        return Scheduler(registry, serving.persistence.schedules)
+    return Scheduler(
+        registry,
+        serving.persistence.schedules,
+        poll=serving.cfg.lease_renew or serving.cfg.lease_ttl / 3,
+        remote=scheduled_forward(cluster.forwarder),
+    )
 
 
 def startup_summary(

@@ -10,7 +10,8 @@ threads, and virtual time jumps while a thread works.)
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ import attrs
 import hypercorn.trio
 import trio
 
-from greenroom.actors import Registry, RegistryConfig, open_registry
+from greenroom.actors import Registry, RegistryConfig, Scheduler, open_registry
 from greenroom.agents import (
     AgentConfig,
     AgentSources,
@@ -133,6 +134,7 @@ async def open_greenroom(
     db_path: Path | str | None = None,
     auth_token: str = "",
     registry_config: RegistryConfig | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> AsyncIterator[Greenroom]:
     """Serve scripted agents on 127.0.0.1:0 for the duration of the block.
 
@@ -143,6 +145,9 @@ async def open_greenroom(
             directory).
         auth_token: require this bearer token (the bound client sends it).
         registry_config: the registry's limits and timeouts.
+        clock: the wall clock scheduled runs fire by (epoch seconds; default ``time.time``);
+            under trio's mock clock pass one that moves with it, e.g.
+            ``lambda: START + trio.current_time()``.
     """
     table: dict[str, ScriptedAgent] = dict(agents or {})
     if agent is not None:
@@ -161,11 +166,18 @@ async def open_greenroom(
             _open_store(store, db_path, directory) as opened,
             open_registry(opened, factory, registry_config or RegistryConfig()) as registry,
         ):
-            app = create_app(registry, SourcesCatalog(sources), AppConfig(auth_token=auth_token))
+            scheduler = Scheduler(registry, opened.schedules, clock=clock or time.time)
+            app = create_app(
+                registry,
+                SourcesCatalog(sources),
+                AppConfig(auth_token=auth_token),
+                scheduler=scheduler,
+            )
             dropper = _Dropper(ShieldedSend(app))
             config = hypercorn_config(ServeConfig(host="127.0.0.1", port=0, graceful_timeout=1.0))
             stop = trio.Event()
             async with trio.open_nursery() as nursery:
+                await nursery.start(scheduler.run)
                 binds: list[str] = await nursery.start(
                     lambda task_status: hypercorn.trio.serve(
                         dropper, config, shutdown_trigger=stop.wait, task_status=task_status
@@ -179,6 +191,7 @@ async def open_greenroom(
                 registry.end_subscriptions()
                 registry.cancel_turns()
                 stop.set()
+                nursery.cancel_scope.cancel(reason="server stopped")  # the scheduler too
 
 
 @asynccontextmanager

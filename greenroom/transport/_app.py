@@ -11,7 +11,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from greenroom.actors import Registry
+from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
 
@@ -97,18 +97,25 @@ def create_app(
     *,
     forwarder: Forwarder | None = None,
     mirrors: Mirrors | None = None,
+    scheduler: Scheduler | None = None,
 ) -> QuartTrio:
     """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`;
     ``oauth`` holds the MCP OAuth flows the callback routes complete; a cluster node forwards
     requests to sessions' owners with ``forwarder`` and serves subscriptions to them from
-    ``mirrors``."""
+    ``mirrors``; ``scheduler`` serves the schedules (its task is the caller's to run)."""
     config = config or AppConfig()
     app = QuartTrio("greenroom")
     app.config["RESPONSE_TIMEOUT"] = None  # Quart's 60 s default would cut every stream
     app.config["BODY_TIMEOUT"] = 60
     app.config["MAX_CONTENT_LENGTH"] = config.max_body
     ctx = Context(
-        registry, agents, config, oauth=oauth or OAuthFlows(), forwarder=forwarder, mirrors=mirrors
+        registry,
+        agents,
+        config,
+        oauth=oauth or OAuthFlows(),
+        forwarder=forwarder,
+        mirrors=mirrors,
+        scheduler=scheduler,
     )
     app.greenroom = ctx  # type: ignore[attr-defined]
 

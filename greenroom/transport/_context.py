@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from greenroom.actors import Registry
+from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
 from greenroom.observe import Metrics, metrics as current_metrics
 
@@ -64,6 +64,15 @@ class Context:
     forwarder: Forwarder | None = None
     mirrors: Mirrors | None = None
     metrics: Metrics = attrs.field(factory=current_metrics)  # the server's, current when created
+    # Scheduled runs (decision 0028): the server runs its task, else nothing fires.
+    scheduler: Scheduler | None = None
+
+    @property
+    def schedules(self) -> Scheduler:
+        """The scheduler (one over the registry's store when none was given)."""
+        if self.scheduler is None:
+            self.scheduler = Scheduler(self.registry, self.registry.persistence.schedules)
+        return self.scheduler
 
 
 @attrs.frozen

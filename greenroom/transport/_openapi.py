@@ -11,13 +11,14 @@ from greenroom.domain import Session, SessionSummary
 
 from ._ops import OPERATIONS, Operation
 from ._params import Param, path_param
+from ._schedule_endpoints import schedule_schema
 from ._schema import JSON, SchemaBuilder
 
 _ERROR_TEXT = {
     400: "Invalid request: the body names the field path (`$.messages[0].role`, `query.since`)",
     401: "Missing or wrong bearer token",
     403: "Cross-site request: the Origin is neither this server nor a --cors-origin",
-    404: "Unknown session, message, agent or route",
+    404: "Unknown session, message, agent, schedule or route",
     405: "Method not allowed (the Allow header lists the allowed ones)",
     409: "Session busy, or not running, or nothing pending to answer",
     413: "Request body larger than 1 MiB",
@@ -103,6 +104,9 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
         "get": builder.ref("SessionResponse", _session_response(builder)),
         "fork": builder.ref("SessionResponse", _session_response(builder)),
     }
+    if op.name.startswith("schedule_"):  # scheduled runs (decision 0028)
+        one = builder.ref("Schedule", schedule_schema())
+        schemas[op.name] = {"type": "array", "items": one} if op.name == "schedule_list" else one
     schema = schemas.get(op.name, {})
     return {"description": op.summary, "content": {"application/json": {"schema": schema}}}
 

@@ -19,6 +19,7 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
+from ._schedule_endpoints import SCHEDULE_OPERATIONS
 from ._server_endpoints import (
     agent_tool_count,
     api_ready,
@@ -465,5 +466,8 @@ OPERATIONS: tuple[Operation, ...] = (
         bearer=False,
     ),
 )
+
+# Scheduled runs (decision 0028): their rows are in _schedule_endpoints.py.
+OPERATIONS += tuple(Operation(*row, **options) for row, options in SCHEDULE_OPERATIONS)
 
 BY_NAME = {op.name: op for op in OPERATIONS}

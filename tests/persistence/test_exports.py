@@ -23,6 +23,8 @@ FACADE = {
     "NullBus",
     "ProcessLog",
     "ProcessRecord",
+    "Schedule",
+    "ScheduleStore",
     # the stores
     "MemoryStore",
     "open_memory_store",
