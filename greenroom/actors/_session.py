@@ -32,6 +32,7 @@ from greenroom.agents import (
 )
 from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
+from greenroom.observe import attached, command_span
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
 from . import _handlers, _metadata  # noqa: F401  (each registers its handlers)
@@ -49,6 +50,7 @@ from ._table import TABLE
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+PARKS = (NeedsRuntime,)  # a command that waits for the runtime is no error of its span
 
 
 class SessionActor:
@@ -295,7 +297,8 @@ class SessionActor:
         handler = TABLE[type(call.request)]
         result: outcome.Outcome[Any]
         try:
-            result = outcome.Value(await handler(self, call.request))
+            with attached(call.trace), command_span(self.id, call.request, call.sent_at, PARKS):
+                result = outcome.Value(await handler(self, call.request))
         except NeedsRuntime as need:
             # Answered once the runtime is built: the build never holds the mailbox.
             self._park(call, need.source, need.agent_name)

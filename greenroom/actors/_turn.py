@@ -35,6 +35,7 @@ from greenroom.domain import (
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
+from greenroom.observe import span, turn_span
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
@@ -119,22 +120,24 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""
     io = ActorTurnIO(ctx, turn, runtime)
     try:
-        with turn.scope:
-            if announce_title:
-                await io.emit(SessionTitle(ctx.id, announce_title))
-            try:
-                await runtime.run_stream(io)
-            except GreenroomError as exc:
-                await io.emit(ErrorEvent(exc.message, exc.code, ctx.id))
-            except Exception:
-                log.exception("runtime of session %s failed", ctx.id)
-                await io.emit(ErrorEvent("the agent runtime failed", "internal_error", ctx.id))
-        state: TurnState = "failed" if turn.errored else "done"
-        reason = ""
-        if turn.scope.cancelled_caught:
-            state, reason = "cancelled", turn.cancel_reason
-        await ctx.live.persist(shielded=True)
-        await ctx.live.end_turn(turn.turn_id, state, reason)
+        with turn_span(ctx.id, turn.turn_id, ctx.agent_name()) as traced:
+            with turn.scope:
+                if announce_title:
+                    await io.emit(SessionTitle(ctx.id, announce_title))
+                try:
+                    await runtime.run_stream(io)
+                except GreenroomError as exc:
+                    await io.emit(ErrorEvent(exc.message, exc.code, ctx.id))
+                except Exception:
+                    log.exception("runtime of session %s failed", ctx.id)
+                    await io.emit(ErrorEvent("the agent runtime failed", "internal_error", ctx.id))
+            state: TurnState = "failed" if turn.errored else "done"
+            reason = ""
+            if turn.scope.cancelled_caught:
+                state, reason = "cancelled", turn.cancel_reason
+            traced.set_attribute("greenroom.turn.state", state)
+            await ctx.live.persist(shielded=True)
+            await ctx.live.end_turn(turn.turn_id, state, reason)
     finally:
         turn.settled.set()
         ctx.end_turn(turn)
@@ -176,7 +179,7 @@ async def generate_title(
         return
     title = ""
     ctx.on_title_asked()
-    with trio.move_on_after(budget):
+    with trio.move_on_after(budget), span("generate_title", {"greenroom.session.id": ctx.id}):
         try:
             if supports_priced_titles(generator):
                 priced = await generator.generate_priced(texts)

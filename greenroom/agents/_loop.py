@@ -54,6 +54,7 @@ from greenroom.errors import (
     ModelError,
     ToolCallLoop,
 )
+from greenroom.observe import FirstToken, model_call_span, record_model_response
 
 from ._answer_schema import check_answer
 from ._compaction import compact
@@ -371,8 +372,10 @@ class AgentLoop:
                 log.warning("proactive compaction of %s failed: %s", session.id, exc.message)
                 await io.emit(Warning(f"compaction failed: {exc.message}", agent.name))
         frame.agent_name = agent.name
+        first_token = FirstToken()
 
         async def on_delta(delta: Delta) -> None:
+            first_token()
             if isinstance(delta, TextDelta):
                 frame.text.append(delta.text)
                 await io.emit(AgentChoice(delta.text, agent.name, session.id))
@@ -381,15 +384,27 @@ class AgentLoop:
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
         provider = provider or self.models.provider_of(agent)
-        try:
-            response = await provider.complete(request, on_delta)
-        except ModelContextOverflow:
-            if compacted or frame.text or frame.reasoning:
-                raise
-            await io.emit(Warning(OVERFLOW_NOTE, agent.name))
-            if await self.compact(frame) is None:
-                raise
-            response = await provider.complete(await self._request(frame, model), on_delta)
+        traced = model_call_span(model.provider, model.model, agent.name, model.max_tokens)
+        with traced as first_token.span:
+            try:
+                response = await provider.complete(request, on_delta)
+            except ModelContextOverflow:
+                if compacted or frame.text or frame.reasoning:
+                    raise
+                await io.emit(Warning(OVERFLOW_NOTE, agent.name))
+                if await self.compact(frame) is None:
+                    raise
+                response = await provider.complete(await self._request(frame, model), on_delta)
+            usage = response.usage
+            record_model_response(
+                first_token.span,
+                model=response.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                finish_reason=response.stop_reason,
+                cached_input_tokens=usage.cached_input_tokens,
+                tool_calls=len(response.tool_calls),
+            )
         # A fallback (or a routed model) may have answered: its own prices and window count.
         answered = response.answered_by or model
         if answered is not model:

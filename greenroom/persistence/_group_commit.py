@@ -33,6 +33,7 @@ import outcome
 import trio
 
 from greenroom.errors import GreenroomError, StoreError
+from greenroom.observe import commit_span, current_span_context, store_write_span
 
 from ._persistence import CommitListener
 from ._records import EventRow
@@ -113,10 +114,11 @@ class WriterStatistics:
 class _Job:
     """One write: ``fn`` runs on the writer thread; ``task`` waits for its outcome."""
 
-    __slots__ = ("atomic", "fn", "slot", "task")
+    __slots__ = ("atomic", "fn", "link", "slot", "task")
 
     def __init__(self, fn: Callable[[Any], Any], task: trio.lowlevel.Task | None, atomic: bool):
         self.fn = fn
+        self.link = current_span_context()  # the waiting caller's span (tracing on only)
         self.slot = task is not None  # holds one of the queue's slots until delivered
         # None: nobody waits (a posted job, or the caller was cancelled); it commits all the same.
         self.task = task
@@ -177,19 +179,20 @@ class GroupCommitWriter(Generic[C]):
             except StoreError:
                 self._slots.release()
                 raise
-        job = _Job(fn, trio.lowlevel.current_task(), atomic)
-        self._jobs.put(job)
-        self._job_queued.set()  # ends the thread's wait for more events
+        with store_write_span(self.backend.where):
+            job = _Job(fn, trio.lowlevel.current_task(), atomic)
+            self._jobs.put(job)
+            self._job_queued.set()  # ends the thread's wait for more events
 
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            job.task = None  # the caller is cancelled; the job commits all the same
-            return trio.lowlevel.Abort.SUCCEEDED
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                job.task = None  # the caller is cancelled; the job commits all the same
+                return trio.lowlevel.Abort.SUCCEEDED
 
-        # No checkpoint between put() and here: the reply, delivered by a callback of the trio
-        # loop, cannot arrive before this task waits for it. The job's outcome comes back
-        # unwrapped: its value, or its exception raised here.
-        result: T = await trio.lowlevel.wait_task_rescheduled(abort)
-        return result
+            # No checkpoint between put() and here: the reply, delivered by a callback of the
+            # trio loop, cannot arrive before this task waits for it. The job's outcome comes
+            # back unwrapped: its value, or its exception raised here.
+            result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+            return result
 
     def post(self, fn: Callable[[C], Any]) -> None:
         """Queue ``fn`` without waiting for it and without a slot (a failure is logged);
@@ -278,8 +281,12 @@ class GroupCommitWriter(Generic[C]):
                     break
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
+            traced = commit_span(
+                self.backend.where, len(jobs), len(batch) - len(jobs), (j.link for j in jobs)
+            )
             try:
-                results, heads, failed = self._commit(batch)
+                with traced:
+                    results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
                 error = StoreError(f"writing {self.backend.where} failed: {exc!r}")
                 results, heads = [outcome.Error(error) for _ in jobs], {}
