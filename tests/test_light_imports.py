@@ -20,6 +20,7 @@ HEAVY = (
     "prompt_toolkit",
     "playwright",
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
+    "opentelemetry.sdk",  # traces: only when turned on (--otel, OTEL_*)
 )
 
 
@@ -87,3 +88,26 @@ def test_the_lazy_provider_classes_resolve() -> None:
     assert "GoogleProvider" in dir(providers)
     with pytest.raises(AttributeError):
         _ = providers.NoSuchProvider
+
+
+def test_tracing_off_imports_no_opentelemetry_at_all() -> None:
+    """Off (the default), a span is the shared no-op: not even the OpenTelemetry API loads."""
+    code = """
+import greenroom.serve._server, greenroom.cli
+from greenroom.observe import capture, inject, span
+with span("x", {"k": 1}) as s:
+    s.set_attribute("k", 2)
+assert capture() is None
+inject({})
+import sys
+assert not [m for m in sys.modules if m.startswith("opentelemetry")], "opentelemetry imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_tracing_on_imports_the_sdk() -> None:
+    code = """
+from greenroom.observe import setup_tracing
+assert setup_tracing("n", env={"OTEL_TRACES_EXPORTER": "console"})
+"""
+    assert imported_after(code) == ["opentelemetry.sdk"]
