@@ -32,7 +32,7 @@ from greenroom.agents import (
 )
 from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
-from greenroom.observe import attached, command_span
+from greenroom.observe import attached, command_span, detached
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
 from . import _handlers, _metadata  # noqa: F401  (each registers its handlers)
@@ -218,6 +218,10 @@ class SessionActor:
     async def run(
         self, *, task_status: trio.TaskStatus[SessionActor] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        with detached():  # not the trace of the request that happened to spawn this actor
+            await self._run(task_status)
+
+    async def _run(self, task_status: trio.TaskStatus[SessionActor]) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started(self)
@@ -321,7 +325,8 @@ class SessionActor:
             slot.building = True
             scope = slot.scope = trio.CancelScope()
             assert self._nursery is not None
-            self._nursery.start_soon(build_runtime, self, scope, source, agent_name)
+            with attached(call.trace):  # the build is part of the first run's trace
+                self._nursery.start_soon(build_runtime, self, scope, source, agent_name)
 
     async def call_self(self, request: Request[R]) -> R:
         try:

@@ -32,6 +32,7 @@ from greenroom.domain import (
     Warning,
 )
 from greenroom.errors import ModelContextOverflow
+from greenroom.observe import model_call_span, record_model_response
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
@@ -149,8 +150,17 @@ class _Call:
             max_tokens=self.max_tokens,
             thinking=False,  # a summary needs no reasoning budget (as titles)
         )
-        response = await self.provider.complete(request, _ignore)
-        usage = response.usage
+        model = self.model
+        with model_call_span(model.provider, model.model, purpose="compaction") as traced:
+            response = await self.provider.complete(request, _ignore)
+            usage = response.usage
+            record_model_response(
+                traced,
+                model=response.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                finish_reason=response.stop_reason,
+            )
         self.input_tokens += usage.input_tokens + usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
         facts = self.facts

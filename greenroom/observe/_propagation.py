@@ -24,8 +24,8 @@ TRACESTATE = "tracestate"
 
 
 def extract(carrier: Mapping[str, str]) -> Context | None:
-    """The context a request's headers (in any case) carry; a new trace's (empty) context when they carry none or a malformed one; None while
-    tracing is off."""
+    """The context a request's headers (in any case) carry; a new trace's (empty) context
+    when they carry none or a malformed one; None while tracing is off."""
     if not tracing_enabled():
         return None
     from opentelemetry import propagate

@@ -63,10 +63,12 @@ def model_call_span(
     max_tokens: int | None = None,
     *,
     operation: str = "chat",
+    purpose: str = "turn",
 ) -> AbstractContextManager[Span]:
-    """``chat <model>``: one model call, retries and a fallback's attempts included. The
-    first streamed token is the span event ``gen_ai.first_token`` (the time to it is the
-    model's TTFT); :func:`record_model_response` adds what the answer said."""
+    """``chat <model>``: one model call, retries and a fallback's attempts included, made for
+    a turn, a ``compaction`` or a ``title`` (``greenroom.model.purpose``). The first streamed
+    token is the span event ``gen_ai.first_token`` (the time to it is the model's TTFT);
+    :func:`record_model_response` adds what the answer said."""
     if _state.tracer is None:
         return NOOP_SPAN
     attributes: dict[str, Any] = {
@@ -74,6 +76,7 @@ def model_call_span(
         "gen_ai.system": provider,
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": model,
+        "greenroom.model.purpose": purpose,
     }
     if agent_name:
         attributes["gen_ai.agent.name"] = agent_name

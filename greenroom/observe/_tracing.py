@@ -251,6 +251,16 @@ class _Attached:
         context_api.detach(self._token)
 
 
+def detached() -> AbstractContextManager[Any]:
+    """No span is current in the block (a long-lived task started from inside some request,
+    whose own work is not that request's); nothing while tracing is off."""
+    if _state.tracer is None:
+        return NOOP_SPAN
+    from opentelemetry.context import Context
+
+    return _Attached(Context())
+
+
 def attached(context: Context | None) -> AbstractContextManager[Any]:
     """Make ``context`` (from :func:`capture`) current for the block; None: change nothing.
     A trio task started inside the block starts with it too."""

@@ -27,12 +27,12 @@ def names(spans: Sequence[ReadableSpan]) -> list[str]:
 
 def span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    return int(span.context.span_id)
 
 
 def trace_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.trace_id
+    return int(span.context.trace_id)
 
 
 def parent_id(span: ReadableSpan) -> int | None:

@@ -27,6 +27,18 @@ from tests.observe.support import PARENT_ID, TRACE_ID, TRACEPARENT
 from tests.slowness import slow
 
 EXPORTED_LOCK = threading.Lock()
+CLEARED = (
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_SDK_DISABLED",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
 
 
 @attrs.frozen
@@ -108,7 +120,7 @@ def http_collector() -> Iterator[tuple[str, list[bytes]]]:
 @contextmanager
 def grpc_collector() -> Iterator[tuple[str, list[bytes]]]:
     """An OTLP/gRPC collector (the TraceService) on 127.0.0.1:0."""
-    import grpc
+    import grpc  # type: ignore[import-untyped]
 
     bodies: list[bytes] = []
 
@@ -119,7 +131,7 @@ def grpc_collector() -> Iterator[tuple[str, list[bytes]]]:
             return trace_service_pb2.ExportTraceServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)  # type: ignore[no-untyped-call]
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
@@ -130,9 +142,7 @@ def grpc_collector() -> Iterator[tuple[str, list[bytes]]]:
 
 @pytest.fixture
 def otel_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER",
-                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                 "OTEL_SDK_DISABLED", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):  # fmt: skip
+    for name in CLEARED:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 

@@ -10,8 +10,16 @@ import trio
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.cluster.test_forwarding import DEADLINE, owned_by, two_nodes
-from tests.observe.support import PARENT_ID, TRACE_ID, TRACEPARENT, child, named, parent_id
-from tests.observe.support import span_id, trace_id
+from tests.observe.support import (
+    PARENT_ID,
+    TRACE_ID,
+    TRACEPARENT,
+    child,
+    named,
+    parent_id,
+    span_id,
+    trace_id,
+)
 
 pytestmark = pytest.mark.slow
 ROUTE = "PATCH /api/sessions/{session_id}/title"

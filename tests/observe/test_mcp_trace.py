@@ -30,19 +30,16 @@ def traced_server() -> MCPServer:
 
 
 @pytest.mark.parametrize("transport", ["streamable", "sse"])
-async def test_an_mcp_call_carries_the_trace(
-    spans: InMemorySpanExporter, transport: str
-) -> None:
+async def test_an_mcp_call_carries_the_trace(spans: InMemorySpanExporter, transport: str) -> None:
     app = streamable_app if transport == "streamable" else sse_app
     path = "/mcp" if transport == "streamable" else "/sse"
     with trio.fail_after(slow(60)):
-        async with serving(app(traced_server())) as url:
-            async with trio.open_nursery() as nursery:
-                server = McpServer(RemoteSpec(url + path, transport), FakeHost(nursery), QUICK)
-                assert await server.ensure_started() == ""
-                with span("execute_tool traceparent"):
-                    header = (await server.call("traceparent", {})).output
-                nursery.cancel_scope.cancel()
+        async with serving(app(traced_server())) as url, trio.open_nursery() as nursery:
+            server = McpServer(RemoteSpec(url + path, transport), FakeHost(nursery), QUICK)
+            assert await server.ensure_started() == ""
+            with span("execute_tool traceparent"):
+                header = (await server.call("traceparent", {})).output
+            nursery.cancel_scope.cancel()
     done = spans.get_finished_spans()
     tool = one(done, "execute_tool traceparent")
     call = one(done, "mcp tools/call traceparent")

@@ -103,6 +103,9 @@ def check_turn_tree(spans: Sequence[ReadableSpan], fake: fo.FakeOpenAI, request:
     assert len(commands) == 2
     assert commands[0].attributes is not None
     assert commands[0].attributes["greenroom.outcome"] == "NeedsRuntime"
+    # The build the first run started is part of its trace; its InstallRuntime command (sent
+    # by the build task) dispatched the parked run again.
+    assert parent_id(one(traced, "actor InstallRuntime")) == span_id(served)
     turn = one(traced, "invoke_agent root")
     assert parent_id(turn) == span_id(commands[1])
     assert turn.attributes is not None and turn.attributes["greenroom.turn.state"] == "done"
