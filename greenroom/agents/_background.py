@@ -19,6 +19,8 @@ from typing import Any
 import attrs
 import trio
 
+from greenroom.observe import attached, capture, span
+
 from ._config import AgentConfig
 from ._delegation import ChildIO, child_session, last_answer, team_prompt
 from ._frame import AgentSlot, Frame
@@ -45,6 +47,7 @@ class BackgroundTask:
     error: str = ""
     io: ChildIO | None = None
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    trace: Any = None  # the starting tool call's context (tracing on): the task's parent
 
     def runtime(self) -> str:
         end = self.ended if self.ended is not None else trio.current_time()
@@ -112,7 +115,12 @@ class BackgroundAgents:
         )
         child = ChildIO(frame.io, session, forward=False, pre_approved=True)
         task = BackgroundTask(
-            f"agent_task_{uuid.uuid4()}", agent_name, task_text, trio.current_time(), io=child
+            f"agent_task_{uuid.uuid4()}",
+            agent_name,
+            task_text,
+            trio.current_time(),
+            io=child,
+            trace=capture(),
         )
         nested = Frame(
             child,
@@ -135,8 +143,9 @@ class BackgroundAgents:
     async def _work(self, task: BackgroundTask, frame: Frame) -> None:
         child = task.io
         assert child is not None
+        traced = span(f"background_agent {task.agent}", {"greenroom.task.id": task.id})
         try:
-            with task.scope:
+            with task.scope, attached(task.trace), traced:
                 await self._run(frame)
         except Exception:  # the loop reports its own failures; this is a bug
             log.exception("background task %s crashed", task.id)
