@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import trio
 
-from greenroom.observe import attached, capture, span
+from greenroom.observe import span
 
 from ._config import AgentConfig
 from ._delegation import ChildIO, child_session, last_answer, team_prompt
@@ -47,7 +47,6 @@ class BackgroundTask:
     error: str = ""
     io: ChildIO | None = None
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    trace: Any = None  # the starting tool call's context (tracing on): the task's parent
 
     def runtime(self) -> str:
         end = self.ended if self.ended is not None else trio.current_time()
@@ -120,7 +119,6 @@ class BackgroundAgents:
             task_text,
             trio.current_time(),
             io=child,
-            trace=capture(),
         )
         nested = Frame(
             child,
@@ -143,9 +141,10 @@ class BackgroundAgents:
     async def _work(self, task: BackgroundTask, frame: Frame) -> None:
         child = task.io
         assert child is not None
+        # Under the tool call that started it: a service is spawned from that call's task.
         traced = span(f"background_agent {task.agent}", {"greenroom.task.id": task.id})
         try:
-            with task.scope, attached(task.trace), traced:
+            with task.scope, traced:
                 await self._run(frame)
         except Exception:  # the loop reports its own failures; this is a bug
             log.exception("background task %s crashed", task.id)

@@ -9,8 +9,8 @@ import trio
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from greenroom.observe import span
-from tests.agents.test_background_agents import Recalls, approved, run_task, team
 from tests.agents.loop_support import text
+from tests.agents.test_background_agents import Recalls, approved, run_task, team
 from tests.agents.test_delegation import Providers
 from tests.observe.support import child, one, trace_id
 
