@@ -114,11 +114,7 @@ class BackgroundAgents:
         )
         child = ChildIO(frame.io, session, forward=False, pre_approved=True)
         task = BackgroundTask(
-            f"agent_task_{uuid.uuid4()}",
-            agent_name,
-            task_text,
-            trio.current_time(),
-            io=child,
+            f"agent_task_{uuid.uuid4()}", agent_name, task_text, trio.current_time(), io=child
         )
         nested = Frame(
             child,
