@@ -35,7 +35,7 @@ from greenroom.domain import (
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
-from greenroom.observe import span, turn_span
+from greenroom.observe import Span, span, turn_span
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
@@ -118,26 +118,32 @@ class ActorTurnIO:
 
 async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str) -> None:
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""
+    with turn_span(ctx.id, turn.turn_id, ctx.agent_name()) as traced:
+        await _run_turn(ctx, turn, runtime, announce_title, traced)
+
+
+async def _run_turn(
+    ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str, traced: Span
+) -> None:
     io = ActorTurnIO(ctx, turn, runtime)
     try:
-        with turn_span(ctx.id, turn.turn_id, ctx.agent_name()) as traced:
-            with turn.scope:
-                if announce_title:
-                    await io.emit(SessionTitle(ctx.id, announce_title))
-                try:
-                    await runtime.run_stream(io)
-                except GreenroomError as exc:
-                    await io.emit(ErrorEvent(exc.message, exc.code, ctx.id))
-                except Exception:
-                    log.exception("runtime of session %s failed", ctx.id)
-                    await io.emit(ErrorEvent("the agent runtime failed", "internal_error", ctx.id))
-            state: TurnState = "failed" if turn.errored else "done"
-            reason = ""
-            if turn.scope.cancelled_caught:
-                state, reason = "cancelled", turn.cancel_reason
-            traced.set_attribute("greenroom.turn.state", state)
-            await ctx.live.persist(shielded=True)
-            await ctx.live.end_turn(turn.turn_id, state, reason)
+        with turn.scope:
+            if announce_title:
+                await io.emit(SessionTitle(ctx.id, announce_title))
+            try:
+                await runtime.run_stream(io)
+            except GreenroomError as exc:
+                await io.emit(ErrorEvent(exc.message, exc.code, ctx.id))
+            except Exception:
+                log.exception("runtime of session %s failed", ctx.id)
+                await io.emit(ErrorEvent("the agent runtime failed", "internal_error", ctx.id))
+        state: TurnState = "failed" if turn.errored else "done"
+        reason = ""
+        if turn.scope.cancelled_caught:
+            state, reason = "cancelled", turn.cancel_reason
+        traced.set_attribute("greenroom.turn.state", state)
+        await ctx.live.persist(shielded=True)
+        await ctx.live.end_turn(turn.turn_id, state, reason)
     finally:
         turn.settled.set()
         ctx.end_turn(turn)
