@@ -169,6 +169,10 @@ class GroupCommitWriter(Generic[C]):
         Raises:
             StoreError: the store is closed (also when it closed while this waited for a slot).
         """
+        with store_write_span(self.backend.where):  # a commit_span links to it
+            return await self._write(fn, atomic)
+
+    async def _write(self, fn: Callable[[C], T], atomic: bool) -> T:
         self.check_open()
         try:
             self._slots.acquire_nowait()
@@ -179,20 +183,19 @@ class GroupCommitWriter(Generic[C]):
             except StoreError:
                 self._slots.release()
                 raise
-        with store_write_span(self.backend.where):
-            job = _Job(fn, trio.lowlevel.current_task(), atomic)
-            self._jobs.put(job)
-            self._job_queued.set()  # ends the thread's wait for more events
+        job = _Job(fn, trio.lowlevel.current_task(), atomic)
+        self._jobs.put(job)
+        self._job_queued.set()  # ends the thread's wait for more events
 
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                job.task = None  # the caller is cancelled; the job commits all the same
-                return trio.lowlevel.Abort.SUCCEEDED
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            job.task = None  # the caller is cancelled; the job commits all the same
+            return trio.lowlevel.Abort.SUCCEEDED
 
-            # No checkpoint between put() and here: the reply, delivered by a callback of the
-            # trio loop, cannot arrive before this task waits for it. The job's outcome comes
-            # back unwrapped: its value, or its exception raised here.
-            result: T = await trio.lowlevel.wait_task_rescheduled(abort)
-            return result
+        # No checkpoint between put() and here: the reply, delivered by a callback of the trio
+        # loop, cannot arrive before this task waits for it. The job's outcome comes back
+        # unwrapped: its value, or its exception raised here.
+        result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+        return result
 
     def post(self, fn: Callable[[C], Any]) -> None:
         """Queue ``fn`` without waiting for it and without a slot (a failure is logged);
