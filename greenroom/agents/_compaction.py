@@ -153,14 +153,8 @@ class _Call:
         model = self.model
         with model_call_span(model.provider, model.model, purpose="compaction") as traced:
             response = await self.provider.complete(request, _ignore)
-            usage = response.usage
-            record_model_response(
-                traced,
-                model=response.model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                finish_reason=response.stop_reason,
-            )
+            record_model_response(traced, response)
+        usage = response.usage
         self.input_tokens += usage.input_tokens + usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
         facts = self.facts

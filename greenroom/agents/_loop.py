@@ -395,16 +395,7 @@ class AgentLoop:
                 if await self.compact(frame) is None:
                     raise
                 response = await provider.complete(await self._request(frame, model), on_delta)
-            usage = response.usage
-            record_model_response(
-                first_token.span,
-                model=response.model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                finish_reason=response.stop_reason,
-                cached_input_tokens=usage.cached_input_tokens,
-                tool_calls=len(response.tool_calls),
-            )
+            record_model_response(first_token.span, response)
         # A fallback (or a routed model) may have answered: its own prices and window count.
         answered = response.answered_by or model
         if answered is not model:

@@ -9,9 +9,9 @@ builds any attribute.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._tracing import NOOP_SPAN, Span, _state, span
 
@@ -85,29 +85,49 @@ def model_call_span(
     return span(f"{operation} {model}", attributes, kind="client")
 
 
-def record_model_response(
-    current: Span,
-    *,
-    model: str,
-    input_tokens: int,
-    output_tokens: int,
-    finish_reason: str,
-    cached_input_tokens: int = 0,
-    tool_calls: int = 0,
-) -> None:
+class _Usage(Protocol):
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+    @property
+    def cached_input_tokens(self) -> int: ...
+
+
+class ModelAnswer(Protocol):
+    """What :func:`record_model_response` reads of a model's answer (the providers'
+    ``ModelResponse`` has it; observe imports no agents module)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stop_reason(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> Sequence[object]: ...
+
+    @property
+    def usage(self) -> _Usage: ...
+
+
+def record_model_response(current: Span, answer: ModelAnswer) -> None:
     """The answer's model, token usage and finish reason on a :func:`model_call_span`."""
     if not current.is_recording():
         return
+    usage = answer.usage
     attributes: dict[str, Any] = {
-        "gen_ai.usage.input_tokens": input_tokens,
-        "gen_ai.usage.output_tokens": output_tokens,
-        "gen_ai.response.finish_reasons": (finish_reason,) if finish_reason else (),
-        "greenroom.tool_calls": tool_calls,
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.response.finish_reasons": (answer.stop_reason,) if answer.stop_reason else (),
+        "greenroom.tool_calls": len(answer.tool_calls),
     }
-    if model:
-        attributes["gen_ai.response.model"] = model
-    if cached_input_tokens:
-        attributes["gen_ai.usage.cache_read.input_tokens"] = cached_input_tokens
+    if answer.model:
+        attributes["gen_ai.response.model"] = answer.model
+    if usage.cached_input_tokens:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
     current.set_attributes(attributes)
 
 
