@@ -210,3 +210,30 @@ async def test_serve_with_otel_exports_its_request_spans(
     assert request.attributes["http.response.status_code"] == 200
     assert request.resource["service.name"] == "greenroom"
     assert request.resource["greenroom.node.id"] == socket.gethostname()
+
+
+def test_asking_for_tracing_without_the_sdk_is_a_config_error(
+    otel_env: pytest.MonkeyPatch,
+) -> None:
+    """``check_config`` (what ``greenroom serve`` runs before loading anything) names the
+    package to install; the lookup imports nothing."""
+    import importlib.util
+
+    from greenroom.errors import ConfigError
+    from greenroom.serve import check_config
+
+    real = importlib.util.find_spec
+    missing = {"opentelemetry.sdk"}
+    otel_env.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a)
+    )
+    otel_env.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    check_config(ServeConfig())  # not asked for: no check
+    with pytest.raises(ConfigError, match=r"pip install 'greenroom\[otel\]'"):
+        check_config(ServeConfig(otel=True))
+    missing = {"opentelemetry.exporter.otlp.proto.grpc"}
+    otel_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ConfigError, match=r"OTLP over gRPC needs its exporter: .*otel-grpc"):
+        check_config(ServeConfig(otel=True))
+    otel_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    check_config(ServeConfig(otel=True))  # the HTTP exporter is there
