@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         "this long (a second signal stops at once; default 30 with PostgreSQL, else 0)",
     )
     serve.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces (OTLP; endpoint and protocol from the OTEL_* "
+        "variables, which turn tracing on by themselves too; see docs/observability.md)",
+    )
+    serve.add_argument(
         "--auth-token",
         default=None,  # not given: $GREENROOM_AUTH_TOKEN; given but blank: exit 2
         help="bearer token required on every route but /health and /ready "
@@ -406,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_renew=args.lease_renew,
         drain_timeout=args.drain_timeout,
         metrics_token=args.metrics_token,
+        otel=args.otel,
     )
     try:
         check_config(cfg)

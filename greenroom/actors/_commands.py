@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import outcome
@@ -32,6 +32,7 @@ from greenroom.domain import (
     Summary,
     TokenUsage,
 )
+from greenroom.observe import capture
 from greenroom.persistence import ToolCallRecord
 
 from ._entries import LogEntry
@@ -48,6 +49,9 @@ from ._results import (
     discard_reply,
 )
 
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+
 R = TypeVar("R")
 
 
@@ -63,6 +67,10 @@ class Call:
 
     request: Request[Any]
     reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+    # The sender's trace context and when it sent (tracing on only): the actor handles the
+    # command under it, so a turn's spans continue the request's trace (decision 0025).
+    trace: Context | None = None
+    sent_at: float = 0.0
 
 
 class MailboxClosed(Exception):
@@ -79,8 +87,12 @@ async def send_call(
       trio.EndOfChannel: the actor took the call but stopped (or crashed) before answering.
     """
     send, receive = trio.open_memory_channel[outcome.Outcome[Any]](1)
+    context = capture()
+    call = Call(request, send)
+    if context is not None:  # tracing: the actor handles it under the sender's context
+        call = Call(request, send, context, trio.current_time())
     try:
-        await mailbox.send(Call(request, send))
+        await mailbox.send(call)
     except (trio.ClosedResourceError, trio.BrokenResourceError):
         send.close()
         receive.close()

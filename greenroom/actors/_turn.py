@@ -36,7 +36,7 @@ from greenroom.domain import (
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
-from greenroom.observe import metrics, tag_logs
+from greenroom.observe import Span, metrics, span, tag_logs, turn_span
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
@@ -120,6 +120,13 @@ class ActorTurnIO:
 
 async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str) -> None:
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""
+    with turn_span(ctx.id, turn.turn_id, ctx.agent_name()) as traced:
+        await _run_turn(ctx, turn, runtime, announce_title, traced)
+
+
+async def _run_turn(
+    ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str, traced: Span
+) -> None:
     io = ActorTurnIO(ctx, turn, runtime)
     tag_logs(turn_id=turn.turn_id)  # the turn task's lines (and its tool calls') name it
     started = time.monotonic()
@@ -139,6 +146,7 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
         if turn.scope.cancelled_caught:
             state, reason = "cancelled", turn.cancel_reason
         metrics().turn_ended(ctx.session.agent_name, state, time.monotonic() - started)
+        traced.set_attribute("greenroom.turn.state", state)
         await ctx.live.persist(shielded=True)
         await ctx.live.end_turn(turn.turn_id, state, reason)
     finally:
@@ -182,7 +190,7 @@ async def generate_title(
         return
     title = ""
     ctx.on_title_asked()
-    with trio.move_on_after(budget):
+    with trio.move_on_after(budget), span("generate_title", {"greenroom.session.id": ctx.id}):
         try:
             if supports_priced_titles(generator):
                 priced = await generator.generate_priced(texts)

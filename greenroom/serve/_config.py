@@ -12,6 +12,7 @@ import attrs
 
 from greenroom.cluster import DEFAULT_LEASE_TTL, check_cluster_flags, is_cluster_db
 from greenroom.errors import ConfigError
+from greenroom.observe import tracing_problem
 from greenroom.persistence import RetentionPolicy
 
 DEFAULT_CLUSTER_DRAIN = 30.0  # seconds a stopping cluster node lets running turns finish
@@ -61,6 +62,8 @@ class ServeConfig:
     # cluster node (a rolling restart should not cut turns off), 0 on a single node.
     drain_timeout: float | None = None
     metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
+    # OpenTelemetry traces (--otel; the OTEL_* variables turn them on too): decision 0025.
+    otel: bool = False
 
     @property
     def drain_seconds(self) -> float:
@@ -89,6 +92,8 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
     if cfg.drain_timeout is not None and not 0 <= cfg.drain_timeout <= 3600:
         raise ConfigError("--drain-timeout must be 0 to 3600 seconds")
+    if problem := tracing_problem(flag=cfg.otel):
+        raise ConfigError(problem)
     if not 0 <= cfg.max_session_cost < float("inf"):
         raise ConfigError("--max-session-cost must be 0 (no budget) or a positive number of USD")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:

@@ -33,7 +33,7 @@ from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
 from greenroom.errors import GreenroomError
-from greenroom.observe import metrics_scope
+from greenroom.observe import metrics_scope, setup_tracing, shutdown_tracing
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
     MCP_OAUTH_LANDING,
@@ -103,10 +103,14 @@ async def _serve_loaded(
         print(line, file=sys.stderr, flush=True)
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
+    traced = setup_tracing(cfg.node_id or socket.gethostname(), flag=cfg.otel)
     try:
         await _serve_bound(cfg, sources, http_config, embedded, task_status)
     finally:
         http_config.release()  # no-op once hypercorn took the sockets
+        if traced:  # the last spans are exported (bounded) before the process ends
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(shutdown_tracing)
 
 
 async def _serve_bound(

@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
+from greenroom.observe import annotate
 
 from ._cross_site import check_bearer, check_json_content_type, check_request
 from ._errors import map_error
@@ -24,6 +25,7 @@ from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
+from ._tracing import TracedApp
 from ._ws import register_websocket
 
 if TYPE_CHECKING:
@@ -121,6 +123,7 @@ def create_app(
 
     def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:
         async def view(**params: str) -> Response:
+            annotate(f"{op.method} {op.path}", {"http.route": op.path, "greenroom.op": op.name})
             try:
                 req, data = await _read_request(op, params, config.max_body)
                 try:
@@ -210,6 +213,7 @@ def create_app(
     register_websocket(app, ctx)
     register_page(app)
     register_metrics(app, ctx)
+    app.asgi_app = TracedApp(app.asgi_app)  # type: ignore[method-assign]
     return app
 
 
