@@ -34,5 +34,10 @@ from ._results import (
     SessionStatus as SessionStatus,
     StreamState as StreamState,
 )
+from ._runs import (
+    RunFacts as RunFacts,
+    answer_json as answer_json,
+    run_json as run_json,
+)
 from ._subscription import Subscription as Subscription
 from ._switch import apply_agent_switch_commands as apply_agent_switch_commands

@@ -10,6 +10,7 @@ one running turn, shared by the actor (which starts and ends it) and the turn ta
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import uuid
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
@@ -35,6 +36,7 @@ from greenroom.domain import (
 from greenroom.persistence import ToolCallRecord
 
 from ._entries import LogEntry
+from ._runs import RunFacts
 from ._results import (
     DisconnectPolicy,
     FollowUpInjector,
@@ -134,6 +136,7 @@ class Turn:
     turn_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     errored: bool = False  # it reported an error (the turn record says failed)
     cancel_reason: str = ""
+    run: RunFacts = attrs.Factory(RunFacts)  # what its run record will say (issue 25)
 
     @property
     def streamed(self) -> bool:
@@ -141,7 +144,8 @@ class Turn:
         return self.send is not None and self.stream_open
 
     def note(self, event: Event) -> None:
-        """Watch the turn's events: settled (for the title task), stopped."""
+        """Watch the turn's events: settled (for the title task), stopped, the run record."""
+        self.run.note(event)
         if isinstance(event, StreamStopped):
             self.stopped = True
         if self.settled.is_set():
@@ -212,6 +216,8 @@ class RunTurn(Request[RunStream]):
     messages: tuple[ChatMessage, ...]
     model: str = ""
     on_disconnect: DisconnectPolicy = "cancel"
+    webhook: str = ""  # where the run's summary goes when it ends (checked by the transport)
+    created_at: dt.datetime | None = None  # when the run was asked for
 
 
 @attrs.frozen

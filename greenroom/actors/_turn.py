@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+import attrs
 import trio
 
 from greenroom.agents import (
@@ -30,6 +31,7 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    StreamStarted,
     Summary,
     ToolCall,
     utcnow,
@@ -61,6 +63,10 @@ class ActorTurnIO:
 
     async def emit(self, event: Event) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled turn delivers nothing more
+        run = self._turn.run
+        if isinstance(event, StreamStarted) and run.start is not None and not run.announced:
+            run.announced = True  # the run's first stream_started carries its id (issue 25)
+            event = attrs.evolve(event, run_id=self._turn.turn_id)
         # A mirroring runtime already delivered its elicitations through the session sink:
         # log them once, but still show them on the run stream.
         self._turn.note(event)
@@ -83,7 +89,9 @@ class ActorTurnIO:
             turn.consumer_left()
 
     async def add_message(self, message: Message) -> Message:
-        return await self._ctx.live.append_message(message, self._turn.turn_id)
+        stored = await self._ctx.live.append_message(message, self._turn.turn_id)
+        self._turn.run.stored(stored)
+        return stored
 
     async def begin_tool_call(self, call: ToolCall, agent_name: str = "") -> None:
         log_ = self._ctx.log
@@ -104,6 +112,7 @@ class ActorTurnIO:
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         self._ctx.live.add_usage(input_tokens, output_tokens, cost)
+        self._turn.run.add_usage(input_tokens, output_tokens, cost)
 
     async def record_approval(self, approval: Approval) -> None:
         await self._ctx.live.record_approval(approval)
@@ -134,7 +143,7 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
         if turn.scope.cancelled_caught:
             state, reason = "cancelled", turn.cancel_reason
         await ctx.live.persist(shielded=True)
-        await ctx.live.end_turn(turn.turn_id, state, reason)
+        await ctx.live.end_turn(turn.turn_id, state, reason, turn.run)
     finally:
         turn.settled.set()
         ctx.end_turn(turn)

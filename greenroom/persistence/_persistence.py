@@ -8,7 +8,8 @@
     ├── events      EventReader: replay a session's log, read records for recovery
     ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
     ├── bus         CommitBus: other nodes' commits (NullBus: there are none)
-    └── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
+    ├── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
+    └── run_log     RunLog: run records and the webhook outbox (_runs.py)
 
 Every store implements all of it on one object (its ``store``, ``writer``, ``events`` and
 ``ownership`` are the store itself). The in-memory and SQLite stores are the single-node form
@@ -29,6 +30,7 @@ import trio
 from greenroom.domain import Message
 
 from ._process_log import ProcessLog
+from ._runs import RunLog
 from ._protocol import Store
 from ._records import (
     Decision,
@@ -243,6 +245,9 @@ class Persistence(Protocol):
 
     @property
     def process_log(self) -> ProcessLog: ...
+
+    @property
+    def run_log(self) -> RunLog: ...
 
     @property
     def membership(self) -> Membership | None:

@@ -27,6 +27,7 @@ from . import _sqlite_journal as journal, _sqlite_sql as sql
 from ._group_commit import GroupCommitWriter
 from ._persistence import SingleNodeRoles
 from ._process_log import SqlProcessLog
+from ._sql_runs import SQLITE, SqlRuns
 from ._sql_log import SqlLog
 from ._sql_store import SqlStore
 from ._sqlite_open import (
@@ -45,6 +46,7 @@ _READERS = 4
 class SqliteStore(
     SingleNodeRoles,
     SqlStore[sqlite3.Connection],
+    SqlRuns,
     SqlLog[sqlite3.Connection, journal.Owner],
     SqlProcessLog,
 ):
@@ -54,6 +56,7 @@ class SqliteStore(
 
     _sql = sql
     _journal = journal
+    _runs_dialect = SQLITE
 
     def __init__(self, path: Path, writer: sqlite3.Connection, boot_epoch: int = 1) -> None:
         self.path = path

@@ -35,6 +35,7 @@ from ._pg_membership import PgMembership
 from ._pg_open import connection_kwargs, describe, explain, open_and_migrate
 from ._pg_writer import PgBackend, translate
 from ._process_log import SqlProcessLog
+from ._sql_runs import POSTGRES, SqlRuns
 from ._records import Lease
 from ._sql_log import SqlLog
 from ._sql_store import SqlStore
@@ -44,7 +45,9 @@ Conn = psycopg.Connection[Any]
 _READERS = 4  # pooled read connections at most (2 kept open)
 
 
-class PostgresStore(SqlStore[Conn], SqlLog[Conn, journal.Owner], PgMembership, SqlProcessLog):
+class PostgresStore(
+    SqlStore[Conn], SqlRuns, SqlLog[Conn, journal.Owner], PgMembership, SqlProcessLog
+):
     """The store, writer, event reader, ownership, bus and membership of one node on a
     PostgreSQL database. Use :func:`open_postgres_store`; call ``membership.join()`` before
     claiming sessions."""
@@ -52,6 +55,7 @@ class PostgresStore(SqlStore[Conn], SqlLog[Conn, journal.Owner], PgMembership, S
     _sql = sql
     _journal = journal
     _placeholder = "%s"
+    _runs_dialect = POSTGRES
 
     def __init__(
         self,
