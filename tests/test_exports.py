@@ -30,6 +30,7 @@ EXPORTS: dict[str, set[str]] = {
         "RecoveryReport",
         "Registry",
         "RegistryConfig",
+        "RunFacts",
         "RunStream",
         "SessionHandle",
         "SessionSnapshot",
@@ -46,6 +47,8 @@ EXPORTS: dict[str, set[str]] = {
         "plan_recovery",
         "recover",
         "recover_session",
+        "answer_json",
+        "run_json",
     },
     "greenroom.client": {
         "ApiError",
@@ -164,6 +167,9 @@ EXPORTS: dict[str, set[str]] = {
         "user_message_index",
         "utcnow",
         "visible_messages",
+        "WebhookPrefix",
+        "check_webhook",
+        "parse_webhook_allow",
     },
     "greenroom.transport": {
         "AgentCatalog",

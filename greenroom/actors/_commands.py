@@ -36,7 +36,6 @@ from greenroom.domain import (
 from greenroom.persistence import ToolCallRecord
 
 from ._entries import LogEntry
-from ._runs import RunFacts
 from ._results import (
     DisconnectPolicy,
     FollowUpInjector,
@@ -49,6 +48,7 @@ from ._results import (
     SessionStatus,
     discard_reply,
 )
+from ._runs import RunFacts
 
 R = TypeVar("R")
 

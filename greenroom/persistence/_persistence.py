@@ -30,7 +30,6 @@ import trio
 from greenroom.domain import Message
 
 from ._process_log import ProcessLog
-from ._runs import RunLog
 from ._protocol import Store
 from ._records import (
     Decision,
@@ -49,6 +48,7 @@ from ._records import (
     TurnStart,
     TurnState,
 )
+from ._runs import RunLog
 
 CommitListener = Callable[[Mapping[str, int], Mapping[str, str]], None]
 """Called in the trio thread after each commit: the newest committed seq per session, and the

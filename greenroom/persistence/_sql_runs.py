@@ -111,7 +111,10 @@ class SqlRuns(OutboxSignal):
     def _require_session(self, conn: Any, session_id: str) -> None:
         from greenroom.errors import SessionNotFound
 
-        if conn.execute(self._q(self._runs_dialect.session_exists), (session_id,)).fetchone() is None:
+        if (
+            conn.execute(self._q(self._runs_dialect.session_exists), (session_id,)).fetchone()
+            is None
+        ):
             raise SessionNotFound(session_id)
 
     def _deliveries(self, conn: Any, run_ids: list[str]) -> dict[str, Delivery]:

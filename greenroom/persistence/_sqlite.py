@@ -27,8 +27,8 @@ from . import _sqlite_journal as journal, _sqlite_sql as sql
 from ._group_commit import GroupCommitWriter
 from ._persistence import SingleNodeRoles
 from ._process_log import SqlProcessLog
-from ._sql_runs import SQLITE, SqlRuns
 from ._sql_log import SqlLog
+from ._sql_runs import SQLITE, SqlRuns
 from ._sql_store import SqlStore
 from ._sqlite_open import (
     acquire_process_lock,

@@ -35,9 +35,9 @@ from ._pg_membership import PgMembership
 from ._pg_open import connection_kwargs, describe, explain, open_and_migrate
 from ._pg_writer import PgBackend, translate
 from ._process_log import SqlProcessLog
-from ._sql_runs import POSTGRES, SqlRuns
 from ._records import Lease
 from ._sql_log import SqlLog
+from ._sql_runs import POSTGRES, SqlRuns
 from ._sql_store import SqlStore
 
 T = TypeVar("T")

@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 
 from greenroom.cluster import DEFAULT_LEASE_TTL, check_cluster_flags, is_cluster_db
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import ConfigError
 from greenroom.persistence import RetentionPolicy
 
@@ -60,6 +61,10 @@ class ServeConfig:
     # this long before they are cancelled (a second signal stops at once). None: 30 s on a
     # cluster node (a rolling restart should not cut turns off), 0 on a single node.
     drain_timeout: float | None = None
+    # Webhooks of runs (issue 25): the URL prefixes a run's webhook may be under, and the
+    # HMAC-SHA256 key of their signatures (required with any prefix).
+    webhook_allow: tuple[str, ...] = ()
+    webhook_secret: str = ""
 
     @property
     def drain_seconds(self) -> float:
@@ -99,6 +104,12 @@ def check_config(cfg: ServeConfig) -> None:
             raise ConfigError(
                 f"--allow-private-network {network!r} is not an IP network (CIDR)"
             ) from None
+    parse_webhook_allow(cfg.webhook_allow)  # ConfigError naming a bad prefix
+    if cfg.webhook_allow and not cfg.webhook_secret:
+        raise ConfigError(
+            "--webhook-allow needs --webhook-secret (or GREENROOM_WEBHOOK_SECRET): every "
+            "webhook is signed, so its receiver can tell it came from this server"
+        )
     check_cluster_flags(
         cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
     )

@@ -31,6 +31,7 @@ from greenroom.actors import (
 from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import GreenroomError
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
@@ -46,6 +47,7 @@ from ._agents import SourcesCatalog, load_sources, runtime_factory
 from ._config import ServeConfig, check_config, default_db_path
 from ._http import HypercornConfig, hypercorn_config
 from ._store import open_store
+from ._webhooks import Deliverer
 
 if TYPE_CHECKING:  # the cluster's modules load when a node joins one
     from greenroom.cluster import ClusterNode
@@ -193,6 +195,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         bind_host=cfg.host,
         allowed_hosts=allowed_hosts,
         working_dir_root=cfg.working_dir_root,
+        webhook_allow=parse_webhook_allow(cfg.webhook_allow),
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
@@ -256,6 +259,15 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         if not serving.embedded:
             nursery.start_soon(_watch_signals, begin_shutdown)
         nursery.start_soon(_retain, serving.persistence, cfg.retention, cfg.retention_interval)
+        if cfg.webhook_secret:  # runs' webhooks: sent from the outbox, also after a restart
+            deliverer = Deliverer(
+                serving.persistence.run_log,
+                app_config.webhook_allow,
+                cfg.webhook_secret,
+                single_node=serving.persistence.membership is None,
+                name=cfg.node_id,
+            )
+            await nursery.start(deliverer.run)
         binds = await nursery.start(run_server)
         if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()

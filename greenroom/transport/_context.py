@@ -10,6 +10,7 @@ import trio
 
 from greenroom.actors import Registry
 from greenroom.agents import OAuthFlows
+from greenroom.domain import WebhookPrefix
 
 from ._cross_site import SitePolicy
 
@@ -44,6 +45,8 @@ class AppConfig:
     heartbeat: float = 15.0
     working_dir_root: str | None = None
     ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
+    # Where a run's webhook may point (--webhook-allow; none: runs may not ask for one).
+    webhook_allow: tuple[WebhookPrefix, ...] = ()
 
     @property
     def site_policy(self) -> SitePolicy:

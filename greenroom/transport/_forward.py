@@ -43,6 +43,7 @@ RETURNED_HEADERS = (
     "cache-control",
     "www-authenticate",
     "x-accel-buffering",
+    "greenroom-run-id",  # a run's id (issue 25)
 )
 MAX_PEER_CONNECTIONS = 64
 MAX_FRAME = 16 * 1024 * 1024  # one SSE frame of a peer's run stream: peers are bounded too
@@ -203,6 +204,7 @@ class RemoteRun:
     the WebSocket's run op sends them (the same iteration as a local RunStream)."""
 
     def __init__(self, upstream: Upstream) -> None:
+        self.run_id = upstream.headers.get("greenroom-run-id", "")
         self._chunks = upstream.response.aiter_raw()
         self._buffer = b""
         self._pending: collections.deque[LogEntry] = collections.deque()

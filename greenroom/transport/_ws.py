@@ -208,7 +208,7 @@ class Connection:
                 return
             except ClaimHere:
                 result = await served_here(lambda: op.handler(self.ctx, req))
-        if op.stream:
+        if op.stream and not isinstance(result, Reply):  # a run with wait: its result
             await self._stream_run(frame_id, params["session_id"], result, batch)
             return
         assert isinstance(result, Reply)
@@ -245,7 +245,8 @@ class Connection:
             data = json.dumps({k: v for k, v in frame.items() if k not in skip}).encode()
         session_id = params.get("session_id", "")
         upstream = await forwarder.send(session_id, exc, op.method, target, headers, data)
-        if op.stream and upstream.status == 200:
+        streamed = "text/event-stream" in upstream.headers.get("content-type", "")
+        if op.stream and upstream.status == 200 and streamed:
             try:
                 await self._stream_run(frame_id, session_id, RemoteRun(upstream), batch)
             finally:
@@ -265,7 +266,10 @@ class Connection:
     async def _stream_run(
         self, frame_id: Any, session_id: str, stream: RunStream | RemoteRun, batch: bool
     ) -> None:
-        self.reply(frame_id, {"streaming": True})
+        run_id = getattr(stream, "run_id", "")
+        self.reply(
+            frame_id, {"streaming": True, "run_id": run_id} if run_id else {"streaming": True}
+        )
         run = json.dumps(frame_id)
         left_to_subscription = 0
         try:
@@ -295,7 +299,10 @@ class Connection:
                 and self._sent_seq.get(session_id, 0) < left_to_subscription
             ):
                 await self._sent.wait()
-        self.send(json.dumps({"session_id": session_id, "run": frame_id, "end": True}))
+        end = {"session_id": session_id, "run": frame_id, "end": True}
+        if run_id:
+            end["run_id"] = run_id
+        self.send(json.dumps(end))
 
     async def _subscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
         session_id = _text(frame, "session_id")
