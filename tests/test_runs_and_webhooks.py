@@ -4,6 +4,7 @@ clock (the deliverer's backoff passes in virtual time; the memory store)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -237,7 +238,7 @@ async def test_a_receiver_failing_forever_is_retried_with_backoff_then_failed(
             record = (await http.get(f"/api/sessions/{sid}/runs/{run_id}")).json()
     assert ended - started < 1.0  # the turn did not wait for its webhook
     assert len(receiver.hits) == POLICY.max_attempts
-    gaps = [round(b.at - a.at, 1) for a, b in zip(hits, hits[1:], strict=False)]
+    gaps = [round(b.at - a.at, 1) for a, b in itertools.pairwise(hits)]
     assert gaps == [1.0, 2.0, 2.0]  # 1 s, doubling, capped at 2 s
     assert len({h.delivery_id for h in hits}) == 1  # one delivery, attempted four times
     webhook = record["webhook"]

@@ -61,8 +61,10 @@ class Receiver:
         config.graceful_timeout = 0.5
         binds: list[str] = []
 
+        app: Any = self._app
+
         async def started(*, task_status: trio.TaskStatus[list[str]]) -> None:
-            await serve(self._app, config, shutdown_trigger=self._stop.wait, task_status=task_status)  # type: ignore[arg-type]
+            await serve(app, config, shutdown_trigger=self._stop.wait, task_status=task_status)
 
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(started)
