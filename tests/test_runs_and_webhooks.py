@@ -168,7 +168,7 @@ async def test_the_websocket_run_op_names_the_run(autojump_clock: trio.abc.Clock
             async with open_websocket_url(ws_url) as ws:
                 frame = {"id": 1, "op": "run", "session_id": sid, "agent": "default"}
                 await ws.send_message(json.dumps({**frame, **body()}))
-                frames = []
+                frames: list[dict[str, Any]] = []
                 while not frames or not frames[-1].get("end"):
                     frames.append(json.loads(await ws.get_message()))
                 await ws.send_message(json.dumps({"id": 2, "op": "list_runs", "session_id": sid}))
