@@ -157,7 +157,7 @@ async def test_wait_true_and_accept_json_answer_with_the_record_and_final_messag
     assert streamed.headers["content-type"].startswith("text/event-stream")
 
 
-async def test_the_websocket_run_op_names_the_run(autojump_clock: trio.abc.Clock) -> None:
+async def test_the_websocket_run_names_its_run_on_stream_started_and_can_wait(autojump_clock: trio.abc.Clock) -> None:
     from trio_websocket import open_websocket_url
 
     receiver = Receiver()
@@ -176,10 +176,9 @@ async def test_the_websocket_run_op_names_the_run(autojump_clock: trio.abc.Clock
                 waited = {**frame, "id": 3, "wait": True, **body("again")}
                 await ws.send_message(json.dumps(waited))
                 answer = json.loads(await ws.get_message())
-    run_id = frames[0]["result"]["run_id"]
-    assert frames[-1]["run_id"] == run_id
+    assert frames[0]["result"] == {"streaming": True}
     started = [f["event"] for f in frames if f.get("event", {}).get("type") == "stream_started"]
-    assert started[0]["run_id"] == run_id
+    run_id = started[0]["run_id"]
     assert listed["result"]["runs"][0]["id"] == run_id
     assert answer["result"]["run"]["status"] == "completed"
     assert answer["result"]["message"]["content"] == "Hello!"

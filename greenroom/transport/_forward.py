@@ -204,7 +204,6 @@ class RemoteRun:
     the WebSocket's run op sends them (the same iteration as a local RunStream)."""
 
     def __init__(self, upstream: Upstream) -> None:
-        self.run_id = upstream.headers.get("greenroom-run-id", "")
         self._chunks = upstream.response.aiter_raw()
         self._buffer = b""
         self._pending: collections.deque[LogEntry] = collections.deque()

@@ -266,10 +266,7 @@ class Connection:
     async def _stream_run(
         self, frame_id: Any, session_id: str, stream: RunStream | RemoteRun, batch: bool
     ) -> None:
-        run_id = getattr(stream, "run_id", "")
-        self.reply(
-            frame_id, {"streaming": True, "run_id": run_id} if run_id else {"streaming": True}
-        )
+        self.reply(frame_id, {"streaming": True})
         run = json.dumps(frame_id)
         left_to_subscription = 0
         try:
@@ -299,10 +296,7 @@ class Connection:
                 and self._sent_seq.get(session_id, 0) < left_to_subscription
             ):
                 await self._sent.wait()
-        end = {"session_id": session_id, "run": frame_id, "end": True}
-        if run_id:
-            end["run_id"] = run_id
-        self.send(json.dumps(end))
+        self.send(json.dumps({"session_id": session_id, "run": frame_id, "end": True}))
 
     async def _subscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
         session_id = _text(frame, "session_id")
