@@ -104,16 +104,19 @@ async def test_a_claim_holds_until_its_lease_ends_and_only_its_holder_records(
     # a's lease ran out: b takes it; a's late record is refused
     (taken,) = await log.claim_deliveries("b", now=131.0, lease=30.0, limit=10)
     assert taken.delivery_id == "d1"
-    assert not await log.record_attempt("d1", "a", "delivered", 1, "", 132.0, 132.0, 30.0)
-    # b fails once: pending again, due at 140, still b's until 170
-    assert await log.record_attempt("d1", "b", "pending", 1, "HTTP 500", 132.0, 140.0, 30.0)
-    assert await log.claim_deliveries("c", now=150.0, lease=30.0, limit=10) == []
+    assert not await log.record_attempt("d1", "a", "delivered", 1, "", 132.0, 132.0)
+    # b fails once: pending again, due at 140, claimed by nobody meanwhile
+    assert await log.record_attempt("d1", "b", "pending", 1, "HTTP 500", 132.0, 140.0)
+    assert not await log.record_attempt("d1", "b", "delivered", 2, "", 133.0, 133.0)
+    assert await log.claim_deliveries("c", now=139.0, lease=30.0, limit=10) == []  # not due
     (record,) = await log.runs(sid, 1)
     assert record.delivery is not None
     assert (record.delivery.state, record.delivery.attempts) == ("pending", 1)
     assert record.delivery.last_error == "HTTP 500"
-    assert await log.record_attempt("d1", "b", "delivered", 2, "", 141.0, 141.0, 30.0)
-    assert await log.claim_deliveries("c", now=1e9, lease=30.0, limit=10) == []
+    (again,) = await log.claim_deliveries("c", now=140.0, lease=30.0, limit=10)
+    assert again.attempts == 1
+    assert await log.record_attempt("d1", "c", "delivered", 2, "", 141.0, 141.0)
+    assert await log.claim_deliveries("d", now=1e9, lease=30.0, limit=10) == []
     delivered = (await log.run(sid, "r1")).delivery  # type: ignore[union-attr]
     assert delivered is not None
     assert (delivered.state, delivered.attempts, delivered.finished_at) == ("delivered", 2, 141.0)

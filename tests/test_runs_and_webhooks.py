@@ -157,7 +157,9 @@ async def test_wait_true_and_accept_json_answer_with_the_record_and_final_messag
     assert streamed.headers["content-type"].startswith("text/event-stream")
 
 
-async def test_the_websocket_run_names_its_run_on_stream_started_and_can_wait(autojump_clock: trio.abc.Clock) -> None:
+async def test_the_websocket_run_names_its_run_on_stream_started_and_can_wait(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     from trio_websocket import open_websocket_url
 
     receiver = Receiver()

@@ -56,10 +56,10 @@ class RunLog(Protocol):
         last_error: str,
         now: float,
         next_attempt_at: float,
-        lease: float,
     ) -> bool:
-        """Record an attempt of a delivery ``claimer`` holds; a pending one stays claimed
-        until ``next_attempt_at + lease``. False: the claim was lost (nothing written)."""
+        """Record an attempt of a delivery ``claimer`` holds, and give the claim up (a pending
+        one is claimed again once due, by any deliverer). False: the claim was lost (nothing
+        written)."""
 
     async def release_claims(self) -> int:
         """Free every claim (one node owns the store: claims of a dead process); how many."""
@@ -148,7 +148,6 @@ class MemoryRuns(OutboxSignal):
         last_error: str,
         now: float,
         next_attempt_at: float,
-        lease: float,
     ) -> bool:
         await trio.lowlevel.checkpoint()
         delivery = self._outbox.get(delivery_id)
@@ -163,10 +162,7 @@ class MemoryRuns(OutboxSignal):
             next_attempt_at=next_attempt_at,
             finished_at=finished,
         )
-        if state == "pending":
-            self._claims[delivery_id] = (claimer, next_attempt_at + lease)
-        else:
-            self._claims.pop(delivery_id, None)
+        self._claims.pop(delivery_id, None)
         return True
 
     async def release_claims(self) -> int:

@@ -184,14 +184,10 @@ class SqlRuns(OutboxSignal):
         last_error: str,
         now: float,
         next_attempt_at: float,
-        lease: float,
     ) -> bool:
-        pending = state == "pending"
-        until = next_attempt_at + lease if pending else 0.0
         sql = self._q(
             "UPDATE webhook_outbox SET state = ?, attempts = ?, last_error = ?,"
-            " next_attempt_at = ?, finished_at = ?, claimed_until = ?,"
-            " claimed_by = CASE WHEN ? THEN claimed_by ELSE '' END"
+            " next_attempt_at = ?, finished_at = ?, claimed_by = '', claimed_until = 0"
             " WHERE delivery_id = ? AND claimed_by = ?"
         )
         args = (
@@ -199,9 +195,7 @@ class SqlRuns(OutboxSignal):
             attempts,
             last_error[:2000],
             next_attempt_at,
-            None if pending else now,
-            until,
-            pending,
+            None if state == "pending" else now,
             delivery_id,
             claimer,
         )

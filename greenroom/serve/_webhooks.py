@@ -2,15 +2,17 @@
 outbox's deliveries, at least once, signed.
 
 Each round it claims due deliveries (a lease under its claimer name: on a PostgreSQL cluster
-``FOR UPDATE SKIP LOCKED``, so nodes never take one row together) and sends each in a task of
-its own: ``POST`` the stored body with ``Greenroom-Delivery`` (the delivery id, the same on
-every attempt: receivers de-duplicate by it), ``Greenroom-Event`` and ``Greenroom-Signature``
+``FOR UPDATE SKIP LOCKED``, so nodes never take one row together) and makes one attempt of
+each in a task of its own: ``POST`` the stored body with ``Greenroom-Delivery`` (the delivery
+id, the same on every attempt: receivers de-duplicate by it), ``Greenroom-Event`` and
+``Greenroom-Signature``
 (``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" under --webhook-secret>``); redirects
 are not followed and the URL is checked against the allow-list again. A 2xx answer marks it
 delivered; anything else is retried after ``base_delay * 2**(n-1)`` seconds (at most
 ``max_delay``) until ``max_attempts``, then it is failed with its last error (the run record
-shows it). Every attempt is recorded before the next, with the time it is due, so a restart
-(or another node, once the claim's lease ran out) goes on where it stopped. A webhook never
+shows it). Every attempt is recorded and its claim given up, with the time the next one is
+due; the deliverer wakes then and claims it again (or another node does, or the server after
+a restart), so a receiver that keeps failing holds no slot while it waits. A webhook never
 blocks a turn: the run's end only writes the row.
 
 httpx is imported when the first delivery is sent (light start).
@@ -46,11 +48,11 @@ EVENT_HEADER = "Greenroom-Event"
 
 @attrs.frozen
 class WebhookPolicy:
-    max_attempts: int = 8  # then the delivery is failed (about 4 minutes of retries)
+    max_attempts: int = 12  # then the delivery is failed (about 18 minutes of retries)
     base_delay: float = 1.0  # seconds before the 2nd attempt; doubling each time
     max_delay: float = 300.0  # the cap of one wait between attempts
     timeout: float = 10.0  # one attempt, connection to answer
-    lease: float = 60.0  # a claim outlives an attempt by this much (then others may take it)
+    lease: float = 60.0  # a claim outlives its attempt's timeout by this much (a dead node's)
     poll: float = 5.0  # seconds between looks at the outbox (other nodes' rows, retries)
     concurrency: int = 16  # deliveries in flight at once
 
@@ -95,6 +97,7 @@ class Deliverer:
         self.claimer = name or uuid.uuid4().hex
         self._in_flight = 0
         self._nudge = trio.Event()
+        self._nursery: trio.Nursery | None = None
         self._client: httpx.AsyncClient | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -105,6 +108,7 @@ class Deliverer:
         task_status.started()
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._watch_outbox)
                 while True:
                     self._nudge = trio.Event()
@@ -138,33 +142,34 @@ class Deliverer:
             nursery.start_soon(self._deliver, delivery)
 
     async def _deliver(self, delivery: Delivery) -> None:
-        policy = self.policy
-        attempts = delivery.attempts
+        """One attempt, recorded; a failure that may be retried wakes the loop when due."""
         try:
-            while True:
-                error, final = await self._attempt(delivery)
-                attempts += 1
-                now = self._clock()
-                if not error:
-                    await self._record(delivery, "delivered", attempts, "", now)
-                    return
-                if final or attempts >= policy.max_attempts:
-                    log.warning(
-                        "webhook %s of run %s failed after %d attempts: %s",
-                        delivery.delivery_id,
-                        delivery.run_id,
-                        attempts,
-                        error,
-                    )
-                    await self._record(delivery, "failed", attempts, error, now)
-                    return
-                wait = policy.delay(attempts)
-                if not await self._record(delivery, "pending", attempts, error, now, now + wait):
-                    return  # the claim was lost: whoever holds it now goes on
-                await trio.sleep(wait)
+            error, final = await self._attempt(delivery)
+            attempts = delivery.attempts + 1
+            now = self._clock()
+            if not error:
+                await self._record(delivery, "delivered", attempts, "", now)
+            elif final or attempts >= self.policy.max_attempts:
+                log.warning(
+                    "webhook %s of run %s failed after %d attempts: %s",
+                    delivery.delivery_id,
+                    delivery.run_id,
+                    attempts,
+                    error,
+                )
+                await self._record(delivery, "failed", attempts, error, now)
+            else:
+                wait = self.policy.delay(attempts)
+                if await self._record(delivery, "pending", attempts, error, now, now + wait):
+                    assert self._nursery is not None
+                    self._nursery.start_soon(self._wake_after, wait)
         finally:
             self._in_flight -= 1
             self._nudge.set()
+
+    async def _wake_after(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+        self._nudge.set()
 
     async def _record(
         self,
@@ -184,7 +189,6 @@ class Deliverer:
                 error,
                 now,
                 due or now,
-                self.policy.timeout + self.policy.lease,
             )
         except GreenroomError as exc:  # the claim runs out; the delivery is sent again later
             log.warning("webhooks: recording delivery %s failed: %s", delivery.delivery_id, exc)
