@@ -94,7 +94,8 @@ class Deliverer:
         self._single_node = single_node
         self._clock = clock
         self._wall = wall
-        self.claimer = name or uuid.uuid4().hex
+        # This process's claims: a restarted node (same name) never takes its old ones for its own.
+        self.claimer = f"{name}:{uuid.uuid4().hex[:16]}" if name else uuid.uuid4().hex
         self._in_flight = 0
         self._nudge = trio.Event()
         self._nursery: trio.Nursery | None = None
