@@ -126,8 +126,11 @@ RUN_WAIT = Param(
 MAX_RUNS = 1000
 
 
+LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"  # 1 to MAX_RUNS
+
+
 def parse_limit(value: str, where: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_RUNS:
+    if not re.fullmatch(LIMIT_PATTERN, value):
         raise InvalidRequest(f"{where}: expected a number from 1 to {MAX_RUNS}", path=where)
     return int(value)
 
@@ -138,7 +141,7 @@ def parse_accept(value: str, where: str) -> str:
 
 RUNS_LIMIT = Param(
     "limit",
-    {"type": "string", "pattern": r"^[0-9]{1,4}$"},
+    {"type": "string", "pattern": LIMIT_PATTERN},
     parse_limit,
     f"How many of the newest runs (1 to {MAX_RUNS}; default 50)",
 )
