@@ -166,3 +166,29 @@ async def test_postgres_two_nodes_claiming_at_once_never_take_the_same_row() -> 
             nursery.start_soon(claim, two, "n2")
     everything = taken["n1"] + taken["n2"]
     assert len(everything) == len(set(everything)) == 40
+
+
+async def test_a_run_a_crash_interrupted_gets_its_webhook_from_recovery(store: Persistence) -> None:
+    import json
+
+    from greenroom.actors import recover
+
+    sid = (await store.store.add_session(Session.new())).id
+    lease = await store.ownership.claim(sid)
+    start = TurnStart("r1", sid, lease.last_seq + 1, T0, "agent.yaml", "root", T0, "", "http://h/x")
+    await store.writer.begin_turn(lease, start, (Message(ChatMessage("user", "hi")),))
+    # the process dies here: the run is left running, with no delivery yet
+    assert await store.run_log.claim_deliveries("a", now=1.0, lease=30.0, limit=5) == []
+
+    report = await recover(store)
+
+    assert report.turns_interrupted == 1
+    (delivery,) = await store.run_log.claim_deliveries("a", now=1.0, lease=30.0, limit=5)
+    summary = json.loads(delivery.body)
+    assert (delivery.run_id, delivery.url) == ("r1", "http://h/x")
+    assert summary["type"] == "run.ended"
+    assert summary["run"]["id"] == "r1"
+    assert summary["run"]["status"] == "interrupted"
+    assert summary["run"]["reason"] == "server_restart"
+    record = await store.run_log.run(sid, "r1")
+    assert record is not None and record.turn.state == "interrupted"
