@@ -130,6 +130,31 @@ async def test_a_failed_run_records_its_error(autojump_clock: trio.abc.Clock) ->
     assert record["first_token_at"] is None
 
 
+async def test_a_running_run_shows_its_progress_and_a_cancelled_one_why(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    slow_agent = ScriptedAgent(turns=[[{"text": ["first "]}, {"delay": 100}, {"text": "late"}]])
+    receiver = Receiver()
+    with trio.fail_after(60):
+        async with receiver_and_server(receiver, slow_agent) as (_, http):
+            sid = await new_session(http)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stream_run, http, sid, body())
+                while True:  # virtual time: the scripted model is in its delay
+                    runs = (await http.get(f"/api/sessions/{sid}/runs")).json()["runs"]
+                    if runs and runs[0]["first_token_at"]:
+                        break
+                    await trio.sleep(1)
+                running = runs[0]
+                cancelled = await http.post(f"/api/sessions/{sid}/cancel")
+            record = (await http.get(f"/api/sessions/{sid}/runs/{running['id']}")).json()
+    assert running["status"] == "running"
+    assert running["ended_at"] is None
+    assert cancelled.json() == {"cancelled": True}
+    assert (record["status"], record["reason"]) == ("cancelled", "cancelled by a client")
+    assert record["ended_at"]
+
+
 async def test_wait_true_and_accept_json_answer_with_the_record_and_final_message(
     autojump_clock: trio.abc.Clock,
 ) -> None:

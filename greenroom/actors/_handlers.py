@@ -285,7 +285,7 @@ async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
     await trio.lowlevel.checkpoint()
     if ctx.turn is None:
         return False
-    ctx.turn.scope.cancel(reason="cancelled by a client")
+    ctx.turn.cancel("cancelled by a client")  # the run record keeps the reason
     return True
 
 
