@@ -268,10 +268,7 @@ class Registry:
 
     def _live(self, record: RunRecord) -> RunRecord:
         actor = self._actors.get(record.turn.session_id)
-        turn = actor.turn if actor is not None else None
-        if turn is None or turn.turn_id != record.turn.turn_id or record.turn.state != "running":
-            return record
-        return live_record(record, turn.run)
+        return live_record(record, actor.turn if actor is not None else None)
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()

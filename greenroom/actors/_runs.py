@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -157,9 +157,23 @@ def started_record(start: TurnStart, epoch: int) -> TurnRecord:
     )
 
 
-def live_record(record: RunRecord, facts: RunFacts) -> RunRecord:
-    """A running run's stored record with what its turn noted so far."""
+class RunningTurn(Protocol):
+    """What :func:`live_record` reads of a running ``Turn``."""
+
+    @property
+    def turn_id(self) -> str: ...
+
+    @property
+    def run(self) -> RunFacts: ...
+
+
+def live_record(record: RunRecord, turn: RunningTurn | None) -> RunRecord:
+    """``record`` as the running ``turn`` of its session's actor (None: none) knows it: a
+    running run's stored record with what its turn noted so far."""
     t = record.turn
+    if turn is None or turn.turn_id != t.turn_id or t.state != "running":
+        return record
+    facts = turn.run
     live = attrs.evolve(
         t,
         first_token_at=facts.first_token_at,
