@@ -239,6 +239,21 @@ def build_parser() -> argparse.ArgumentParser:
         "turns of 200 tokens; 0 = no cap)",
     )
     serve.add_argument(
+        "--webhook-allow",
+        action="append",
+        default=[],
+        metavar="URL-PREFIX",
+        help="a run may ask for a webhook (its summary POSTed when it ends) under this URL "
+        "prefix (scheme, host, port and path compared; repeatable; default: none allowed)",
+    )
+    serve.add_argument(
+        "--webhook-secret",
+        default=os.environ.get("GREENROOM_WEBHOOK_SECRET", ""),
+        metavar="SECRET",
+        help="the HMAC-SHA256 key webhooks are signed with (Greenroom-Signature; default: "
+        "$GREENROOM_WEBHOOK_SECRET; required with --webhook-allow)",
+    )
+    serve.add_argument(
         "--mcp-oauth-redirect-uri",
         default="",
         metavar="URL",
@@ -413,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         drain_timeout=args.drain_timeout,
         metrics_token=args.metrics_token,
         otel=args.otel,
+        webhook_allow=tuple(args.webhook_allow),
+        webhook_secret=args.webhook_secret,
     )
     try:
         check_config(cfg)

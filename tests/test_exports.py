@@ -31,6 +31,7 @@ EXPORTS: dict[str, set[str]] = {
         "Registry",
         "RegistryConfig",
         "RemoteFire",
+        "RunFacts",
         "RunStream",
         "ScheduleSpec",
         "Scheduler",
@@ -49,6 +50,8 @@ EXPORTS: dict[str, set[str]] = {
         "plan_recovery",
         "recover",
         "recover_session",
+        "answer_json",
+        "run_json",
     },
     "greenroom.client": {
         "ApiError",
@@ -167,6 +170,9 @@ EXPORTS: dict[str, set[str]] = {
         "user_message_index",
         "utcnow",
         "visible_messages",
+        "WebhookPrefix",
+        "check_webhook",
+        "parse_webhook_allow",
     },
     "greenroom.transport": {
         "AgentCatalog",

@@ -34,6 +34,11 @@ from ._results import (
     SessionStatus as SessionStatus,
     StreamState as StreamState,
 )
+from ._runs import (
+    RunFacts as RunFacts,
+    answer_json as answer_json,
+    run_json as run_json,
+)
 from ._scheduler import (
     RemoteFire as RemoteFire,
     Scheduler as Scheduler,

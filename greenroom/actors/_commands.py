@@ -10,6 +10,7 @@ one running turn, shared by the actor (which starts and ends it) and the turn ta
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -48,6 +49,7 @@ from ._results import (
     SessionStatus,
     discard_reply,
 )
+from ._runs import RunFacts
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -146,6 +148,7 @@ class Turn:
     turn_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     errored: bool = False  # it reported an error (the turn record says failed)
     cancel_reason: str = ""
+    run: RunFacts = attrs.Factory(RunFacts)  # what its run record will say (issue 25)
 
     @property
     def streamed(self) -> bool:
@@ -153,7 +156,8 @@ class Turn:
         return self.send is not None and self.stream_open
 
     def note(self, event: Event) -> None:
-        """Watch the turn's events: settled (for the title task), stopped."""
+        """Watch the turn's events: settled (for the title task), stopped, the run record."""
+        self.run.note(event)
         if isinstance(event, StreamStopped):
             self.stopped = True
         if self.settled.is_set():
@@ -224,6 +228,8 @@ class RunTurn(Request[RunStream]):
     messages: tuple[ChatMessage, ...]
     model: str = ""
     on_disconnect: DisconnectPolicy = "cancel"
+    webhook: str = ""  # where the run's summary goes when it ends (checked by the transport)
+    created_at: dt.datetime | None = None  # when the run was asked for
 
 
 @attrs.frozen

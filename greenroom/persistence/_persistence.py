@@ -9,6 +9,7 @@
     ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
     ├── bus         CommitBus: other nodes' commits (NullBus: there are none)
     ├── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
+    ├── run_log     RunLog: run records and the webhook outbox (_runs.py)
     └── schedules   ScheduleStore: scheduled runs and their next occurrence (_schedules.py)
 
 Every store implements all of it on one object (its ``store``, ``writer``, ``events`` and
@@ -48,6 +49,7 @@ from ._records import (
     TurnStart,
     TurnState,
 )
+from ._runs import RunLog
 from ._schedules import ScheduleStore
 
 CommitListener = Callable[[Mapping[str, int], Mapping[str, str]], None]
@@ -248,6 +250,9 @@ class Persistence(Protocol):
 
     @property
     def schedules(self) -> ScheduleStore: ...
+
+    @property
+    def run_log(self) -> RunLog: ...
 
     @property
     def membership(self) -> Membership | None:

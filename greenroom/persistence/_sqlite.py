@@ -29,6 +29,7 @@ from ._persistence import SingleNodeRoles
 from ._process_log import SqlProcessLog
 from ._schedules import SqlSchedules
 from ._sql_log import SqlLog
+from ._sql_runs import SQLITE, SqlRuns
 from ._sql_store import SqlStore
 from ._sqlite_open import (
     acquire_process_lock,
@@ -46,6 +47,7 @@ _READERS = 4
 class SqliteStore(
     SingleNodeRoles,
     SqlStore[sqlite3.Connection],
+    SqlRuns,
     SqlLog[sqlite3.Connection, journal.Owner],
     SqlProcessLog,
     SqlSchedules,
@@ -56,6 +58,7 @@ class SqliteStore(
 
     _sql = sql
     _journal = journal
+    _runs_dialect = SQLITE
 
     def __init__(self, path: Path, writer: sqlite3.Connection, boot_epoch: int = 1) -> None:
         self.path = path

@@ -38,6 +38,7 @@ from ._process_log import SqlProcessLog
 from ._records import Lease
 from ._schedules import SqlSchedules
 from ._sql_log import SqlLog
+from ._sql_runs import POSTGRES, SqlRuns
 from ._sql_store import SqlStore
 
 T = TypeVar("T")
@@ -46,7 +47,12 @@ _READERS = 4  # pooled read connections at most (2 kept open)
 
 
 class PostgresStore(
-    SqlStore[Conn], SqlLog[Conn, journal.Owner], PgMembership, SqlProcessLog, SqlSchedules
+    SqlStore[Conn],
+    SqlRuns,
+    SqlLog[Conn, journal.Owner],
+    PgMembership,
+    SqlProcessLog,
+    SqlSchedules,
 ):
     """The store, writer, event reader, ownership, bus and membership of one node on a
     PostgreSQL database. Use :func:`open_postgres_store`; call ``membership.join()`` before
@@ -55,6 +61,7 @@ class PostgresStore(
     _sql = sql
     _journal = journal
     _placeholder = "%s"
+    _runs_dialect = POSTGRES
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 
 from greenroom.cluster import DEFAULT_LEASE_TTL, check_cluster_flags, is_cluster_db
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import ConfigError
 from greenroom.observe import tracing_problem
 from greenroom.persistence import RetentionPolicy
@@ -64,6 +65,10 @@ class ServeConfig:
     metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
     # OpenTelemetry traces (--otel; the OTEL_* variables turn them on too): decision 0025.
     otel: bool = False
+    # Webhooks of runs (issue 25): the URL prefixes a run's webhook may be under, and the
+    # HMAC-SHA256 key of their signatures (required with any prefix).
+    webhook_allow: tuple[str, ...] = ()
+    webhook_secret: str = ""
 
     @property
     def drain_seconds(self) -> float:
@@ -107,6 +112,12 @@ def check_config(cfg: ServeConfig) -> None:
             ) from None
     if cfg.metrics_token and not _TOKEN_CHARS.fullmatch(cfg.metrics_token):
         raise ConfigError("--metrics-token must be printable ASCII without spaces")
+    parse_webhook_allow(cfg.webhook_allow)  # ConfigError naming a bad prefix
+    if cfg.webhook_allow and not cfg.webhook_secret:
+        raise ConfigError(
+            "--webhook-allow needs --webhook-secret (or GREENROOM_WEBHOOK_SECRET): every "
+            "webhook is signed, so its receiver can tell it came from this server"
+        )
     check_cluster_flags(
         cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
     )

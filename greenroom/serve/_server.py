@@ -32,6 +32,7 @@ from greenroom.actors import (
 from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import GreenroomError
 from greenroom.observe import metrics_scope, setup_tracing, shutdown_tracing
 from greenroom.persistence import Persistence, RetentionPolicy
@@ -49,6 +50,7 @@ from ._agents import SourcesCatalog, load_sources, runtime_factory
 from ._config import ServeConfig, check_config, default_db_path
 from ._http import HypercornConfig, hypercorn_config
 from ._store import open_store
+from ._webhooks import Deliverer
 
 if TYPE_CHECKING:  # the cluster's modules load when a node joins one
     from greenroom.cluster import ClusterNode
@@ -208,6 +210,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         allowed_hosts=allowed_hosts,
         working_dir_root=cfg.working_dir_root,
         metrics_token=cfg.metrics_token,
+        webhook_allow=parse_webhook_allow(cfg.webhook_allow),
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
@@ -274,6 +277,15 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
             nursery.start_soon(_watch_signals, begin_shutdown)
         nursery.start_soon(_retain, serving.persistence, cfg.retention, cfg.retention_interval)
         await nursery.start(scheduler.run)  # scheduled runs (decision 0028)
+        if cfg.webhook_secret:  # runs' webhooks: sent from the outbox, also after a restart
+            deliverer = Deliverer(
+                serving.persistence.run_log,
+                app_config.webhook_allow,
+                cfg.webhook_secret,
+                single_node=serving.persistence.membership is None,
+                name=cfg.node_id,
+            )
+            await nursery.start(deliverer.run)
         binds = await nursery.start(run_server)
         if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()

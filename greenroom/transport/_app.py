@@ -23,6 +23,7 @@ from ._json import check_params, dumps, parse_body
 from ._metrics_route import METRICS_PATH, register_metrics
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
+from ._run_endpoints import RUN_ID_HEADER
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
 from ._tracing import TracedApp
@@ -137,12 +138,15 @@ def create_app(
                         result = await served_here(lambda: op.handler(ctx, req))
             except GreenroomError as exc:
                 return error_response(exc, op)
-            if op.stream is not None:
+            if op.stream is not None and not isinstance(result, Reply):
+                headers = SSE_HEADERS
                 if op.stream == "log":
                     body = log_events(result, config.heartbeat, ctx.shutting_down)
                 else:
                     body = run_events(result)
-                response = Response(body, 200, SSE_HEADERS, mimetype="text/event-stream")
+                    if result.run_id:  # the run's id (issue 25)
+                        headers = {**SSE_HEADERS, RUN_ID_HEADER: result.run_id}
+                response = Response(body, 200, headers, mimetype="text/event-stream")
                 response.timeout = None
                 return response
             assert isinstance(result, Reply)
@@ -189,6 +193,7 @@ def create_app(
         origin = request.headers.get("Origin", "")
         if origin and _origin_allowed(origin, config):
             response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = RUN_ID_HEADER
             response.headers["Vary"] = "Origin"
         return response
 

@@ -10,6 +10,7 @@ import trio
 
 from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
+from greenroom.domain import WebhookPrefix
 from greenroom.observe import Metrics, metrics as current_metrics
 
 from ._cross_site import SitePolicy
@@ -46,6 +47,8 @@ class AppConfig:
     working_dir_root: str | None = None
     ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
     metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
+    # Where a run's webhook may point (--webhook-allow; none: runs may not ask for one).
+    webhook_allow: tuple[WebhookPrefix, ...] = ()
 
     @property
     def site_policy(self) -> SitePolicy:

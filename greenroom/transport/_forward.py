@@ -51,6 +51,7 @@ RETURNED_HEADERS = (
     "cache-control",
     "www-authenticate",
     "x-accel-buffering",
+    "greenroom-run-id",  # a run's id (issue 25)
 )
 MAX_PEER_CONNECTIONS = 64
 MAX_FRAME = 16 * 1024 * 1024  # one SSE frame of a peer's run stream: peers are bounded too

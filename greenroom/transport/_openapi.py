@@ -9,6 +9,7 @@ from typing import Any
 from greenroom import __version__
 from greenroom.domain import Session, SessionSummary
 
+from . import _openapi_runs as runs
 from ._ops import OPERATIONS, Operation
 from ._params import Param, path_param
 from ._schedule_endpoints import schedule_schema
@@ -88,7 +89,7 @@ def _error_schema() -> JSON:
 
 def _success(op: Operation, builder: SchemaBuilder) -> JSON:
     if op.stream:
-        return {
+        out: JSON = {
             "description": "Server-Sent Events: `id: <seq>` (when sequenced) and "
             "`data: <Event JSON>` frames",
             "content": {
@@ -98,6 +99,16 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
                 }
             },
         }
+        if op.stream == "run":  # a run: its id, and JSON instead with wait=true (issue 25)
+            runs.components(builder.components)
+            out["headers"] = runs.RUN_ID_HEADERS
+            out["content"]["application/json"] = runs.wait_answer()
+            out["description"] += "; with wait=true, the run's record and final message"
+        return out
+    run_schema = runs.success_schema(op.name)
+    if run_schema is not None:
+        runs.components(builder.components)
+        return {"description": op.summary, "content": {"application/json": {"schema": run_schema}}}
     schemas = {
         "create": builder.of(Session),
         "list": {"type": "array", "items": builder.of(SessionSummary)},

@@ -216,7 +216,7 @@ class Connection:
                 return
             except ClaimHere:
                 result = await served_here(lambda: op.handler(self.ctx, req))
-        if op.stream:
+        if op.stream and not isinstance(result, Reply):  # a run with wait: its result
             await self._stream_run(frame_id, params["session_id"], result, batch)
             return
         assert isinstance(result, Reply)
@@ -253,7 +253,8 @@ class Connection:
             data = json.dumps({k: v for k, v in frame.items() if k not in skip}).encode()
         session_id = params.get("session_id", "")
         upstream = await forwarder.send(session_id, exc, op.method, target, headers, data)
-        if op.stream and upstream.status == 200:
+        streamed = "text/event-stream" in upstream.headers.get("content-type", "")
+        if op.stream and upstream.status == 200 and streamed:
             try:
                 await self._stream_run(frame_id, session_id, RemoteRun(upstream), batch)
             finally:

@@ -52,6 +52,11 @@ FACADE = {
     "TurnRecord",
     "TurnStart",
     "TurnState",
+    # run records and the webhook outbox (issue 25)
+    "Delivery",
+    "DeliveryState",
+    "RunLog",
+    "RunRecord",
 }
 
 

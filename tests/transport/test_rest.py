@@ -618,6 +618,24 @@ async def _mcp_oauth_callback(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("list_runs")
+async def _list_runs(c: Client, env: Env, sid: str) -> Response:
+    await finish_turn(env, sid)
+    r = await c.get(f"/api/sessions/{sid}/runs")
+    (run,) = (await body_of(r))["runs"]
+    assert (run["session_id"], run["status"], run["agent"]) == (sid, "completed", AGENT)
+    return r
+
+
+@case("get_run")
+async def _get_run(c: Client, env: Env, sid: str) -> Response:
+    await finish_turn(env, sid)
+    (record,) = await env.registry.runs(sid)
+    r = await c.get(f"/api/sessions/{sid}/runs/{record.turn.turn_id}")
+    assert (await body_of(r))["id"] == record.turn.turn_id
+    return r
+
+
 @case("mcp_oauth_landing")
 async def _mcp_oauth_landing(c: Client, env: Env, sid: str) -> Response:
     flows = env.app.greenroom.oauth  # type: ignore[attr-defined]
@@ -1225,6 +1243,7 @@ def _route_of(op: Any) -> str:
     values = {"session_id": "sid", "agent_id": AGENT, "agent_name": "root", "agent": AGENT}
     values["schedule_id"] = "sched"
     values["message_id"] = "1"
+    values["run_id"] = "r1"
     return str(op.path.format(**values))
 
 
