@@ -262,6 +262,7 @@ async def test_a_receiver_failing_forever_is_retried_with_backoff_then_failed(
             hits = await receiver.wait_for(POLICY.max_attempts)
             await trio.sleep(60)  # virtual: the cap holds
             record = (await http.get(f"/api/sessions/{sid}/runs/{run_id}")).json()
+            scraped = (await http.get("/metrics")).text
     assert ended - started < 1.0  # the turn did not wait for its webhook
     assert len(receiver.hits) == POLICY.max_attempts
     gaps = [round(b.at - a.at, 1) for a, b in itertools.pairwise(hits)]
@@ -271,6 +272,9 @@ async def test_a_receiver_failing_forever_is_retried_with_backoff_then_failed(
     assert (webhook["status"], webhook["attempts"]) == ("failed", POLICY.max_attempts)
     assert webhook["last_error"] == "HTTP 500"
     assert webhook["finished_at"]
+    retries = POLICY.max_attempts - 1
+    assert f'greenroom_webhook_attempts_total{{outcome="retry"}} {retries}.0' in scraped
+    assert 'greenroom_webhook_attempts_total{outcome="failed"} 1.0' in scraped
 
 
 async def test_an_unanswering_receiver_never_slows_a_turn(autojump_clock: trio.abc.Clock) -> None:

@@ -34,6 +34,7 @@ import trio
 from greenroom import __version__
 from greenroom.domain import WebhookPrefix, check_webhook
 from greenroom.errors import GreenroomError
+from greenroom.observe import metrics
 from greenroom.persistence import Delivery, DeliveryState, RunLog
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ class Deliverer:
             attempts = delivery.attempts + 1
             now = self._clock()
             if not error:
+                metrics().webhook_attempts.labels("delivered").inc()
                 await self._record(delivery, "delivered", attempts, "", now)
             elif final or attempts >= self.policy.max_attempts:
                 log.warning(
@@ -158,8 +160,10 @@ class Deliverer:
                     attempts,
                     error,
                 )
+                metrics().webhook_attempts.labels("failed").inc()
                 await self._record(delivery, "failed", attempts, error, now)
             else:
+                metrics().webhook_attempts.labels("retry").inc()
                 wait = self.policy.delay(attempts)
                 if await self._record(delivery, "pending", attempts, error, now, now + wait):
                     assert self._nursery is not None
