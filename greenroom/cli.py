@@ -80,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"greenroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="serve the session API over HTTP and WebSocket")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the session API over HTTP and WebSocket",
+        epilog="greenroom serve mcp AGENT_FILE... serves agents as MCP tools; greenroom serve "
+        "acp AGENT_FILE serves an agent to an editor (ACP); see their --help",
+    )
     serve.add_argument(
         "agents",
         nargs="*",
@@ -340,6 +345,11 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from greenroom.cli_modes import is_mode, mode_main  # serve mcp / serve acp (decision 0031)
+
+    argv = sys.argv[1:] if argv is None else argv
+    if is_mode(argv):
+        return mode_main(argv, Parser, port)
     args = build_parser().parse_args(argv)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
