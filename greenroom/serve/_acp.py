@@ -30,7 +30,7 @@ from greenroom.domain import (
 from greenroom.errors import ConfigError, GreenroomError
 
 from ._config import ServeConfig
-from ._host import AgentHost, ExposedAgent, open_host, turn_error_text
+from ._host import AgentHost, ExposedAgent, log, open_host, turn_error_text
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, Connection, Params, RpcError
 
 PROTOCOL_VERSION = 1
@@ -52,7 +52,10 @@ _PREFIXES = (
 @attrs.define(eq=False)
 class AcpSession:
     session_id: str
-    prompt: trio.CancelScope | None = None  # the running prompt, cancelled by session/cancel
+    running: bool = False  # a prompt runs
+    cancelled: bool = False  # session/cancel came for it
+    cancel_sent: bool = False  # and its turn was told to stop
+    asking: trio.CancelScope | None = None  # a permission request waiting for the editor
     announced: set[str] = attrs.Factory(set)  # tool call ids the editor was told of
 
 
@@ -111,48 +114,60 @@ class AcpAgent:
         return {"sessionId": session_id}
 
     async def cancel(self, params: Params) -> None:
+        """Stop the running prompt: its turn is cancelled (the session keeps what it said),
+        a permission question waiting is withdrawn, and the prompt answers ``cancelled`` once
+        the turn has ended, so the session takes the next prompt at once."""
         await trio.lowlevel.checkpoint()
         session = self.sessions.get(str(params.get("sessionId")))
-        if session is not None and session.prompt is not None:
-            session.prompt.cancel(reason="session/cancel")
+        if session is None or not session.running:
+            return
+        session.cancelled = True
+        if session.asking is not None:
+            session.asking.cancel(reason="session/cancel")
+        await self._stop_turn(session)
+
+    async def _stop_turn(self, session: AcpSession) -> None:
+        try:
+            session.cancel_sent = await self.host.registry.session(session.session_id).cancel_turn()
+        except GreenroomError as exc:
+            log.warning("cancelling the turn of %s failed: %s", session.session_id, exc)
 
     async def prompt(self, params: Params) -> dict[str, Any]:
         session = self._session(params)
         text = prompt_text(params.get("prompt"))
-        if session.prompt is not None:
+        if session.running:
             raise RpcError(
                 INVALID_REQUEST,
                 "a prompt of this session is running: wait for its answer, or session/cancel it",
             )
-        sid = session.session_id
-        outcome = None
-        with trio.CancelScope() as scope:
-            session.prompt = scope
-            try:
-                outcome = await self.host.run_turn(
-                    sid,
-                    self.agent,
-                    text,
-                    decide=lambda event: self._ask(sid, event),
-                    on_event=lambda event: self._update(session, event),
-                )
-            except GreenroomError as exc:
-                raise RpcError(INVALID_REQUEST, turn_error_text(exc)) from exc
-            finally:
-                session.prompt = None
-        if outcome is None or scope.cancel_called:
-            return {"stopReason": "cancelled"}
-        return {"stopReason": "end_turn"}
+        session.running, session.cancelled, session.cancel_sent = True, False, False
+        try:
+            await self.host.run_turn(
+                session.session_id,
+                self.agent,
+                text,
+                decide=lambda event: self._ask(session, event),
+                on_event=lambda event: self._update(session, event),
+            )
+        except GreenroomError as exc:
+            raise RpcError(INVALID_REQUEST, turn_error_text(exc)) from exc
+        finally:
+            session.running = False
+        return {"stopReason": "cancelled" if session.cancelled else "end_turn"}
 
     def _session(self, params: Params) -> AcpSession:
         session = self.sessions.get(str(params.get("sessionId")))
         if session is None:
-            raise _invalid(f"unknown sessionId {params.get('sessionId')!r}: open one with session/new")
+            raise _invalid(
+                f"unknown sessionId {params.get('sessionId')!r}: open one with session/new"
+            )
         return session
 
     async def _update(self, session: AcpSession, event: Event) -> None:
         """Tell the editor: a tool call once (``tool_call``, pending when it asks first), then
         its progress and result (``tool_call_update``); every other event as it maps."""
+        if session.cancelled and not session.cancel_sent:  # cancelled before the turn began
+            await self._stop_turn(session)
         update = session_update(event)
         if isinstance(event, ToolCallConfirmation | ToolCallEvent):
             call_id = event.tool_call.id
@@ -170,19 +185,26 @@ class AcpAgent:
             params = {"sessionId": session.session_id, "update": update}
             await self.conn.notify("session/update", params)
 
-    async def _ask(self, session_id: str, event: ToolCallConfirmation) -> ResumeRequest:
+    async def _ask(self, session: AcpSession, event: ToolCallConfirmation) -> ResumeRequest:
         """``session/request_permission``: the editor's user allows or skips the call."""
         assert self.conn is not None
         call = event.tool_call
         tool = tool_call_fields(call, event.tool_definition)
         tool["status"] = "pending"
-        try:
-            answer = await self.conn.request(
-                "session/request_permission",
-                {"sessionId": session_id, "toolCall": tool, "options": PERMISSION_OPTIONS},
-            )
-        except RpcError as exc:
-            return ResumeRequest("reject", reason=f"the editor did not answer: {exc}", decided_by="acp")
+        params = {"sessionId": session.session_id, "toolCall": tool, "options": PERMISSION_OPTIONS}
+        answer: Any = None
+        with trio.CancelScope() as scope:
+            session.asking = scope
+            try:
+                answer = await self.conn.request("session/request_permission", params)
+            except RpcError as exc:
+                return ResumeRequest(
+                    "reject", reason=f"the editor did not answer: {exc}", decided_by="acp"
+                )
+            finally:
+                session.asking = None
+        if scope.cancelled_caught:
+            return ResumeRequest("reject", reason="the prompt was cancelled", decided_by="acp")
         outcome = answer.get("outcome") if isinstance(answer, dict) else None
         chosen = outcome.get("optionId") if isinstance(outcome, dict) else None
         if chosen == ALLOW:
@@ -210,7 +232,9 @@ def prompt_text(blocks: Any) -> str:
             resource = block.get("resource") or {}
             uri = resource.get("uri", "")
             if "text" in resource:
-                parts.append(f"\n\n--- Resource: {uri} ---\n{resource['text']}\n--- End Resource ---\n")
+                parts.append(
+                    f"\n\n--- Resource: {uri} ---\n{resource['text']}\n--- End Resource ---\n"
+                )
             else:
                 parts.append(f"\n[Binary resource: {uri}]\n")
         elif kind == "resource_link":
@@ -238,7 +262,10 @@ def session_update(event: Event) -> dict[str, Any] | None:
             "rawOutput": {"content": event.response},
         }
     if isinstance(event, ErrorEvent):
-        return {"sessionUpdate": "agent_message_chunk", "content": _text(f"\n\nError: {event.error}\n")}
+        return {
+            "sessionUpdate": "agent_message_chunk",
+            "content": _text(f"\n\nError: {event.error}\n"),
+        }
     return None
 
 

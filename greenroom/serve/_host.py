@@ -90,9 +90,7 @@ class AgentHost:
     async def new_session(
         self, *, title: str, working_dir: str = "", tools_approved: bool = False
     ) -> str:
-        session = Session.new(
-            title=title, working_dir=working_dir, tools_approved=tools_approved
-        )
+        session = Session.new(title=title, working_dir=working_dir, tools_approved=tools_approved)
         return (await self.registry.create(session)).id
 
     async def run_turn(
@@ -126,7 +124,11 @@ class AgentHost:
                 if isinstance(event, ErrorEvent):
                     errors.append(event.error)
                 elif isinstance(event, ToolCallConfirmation):  # a sub-agent's asks here too
-                    await handle.resume(await decide(event))
+                    answer = await decide(event)
+                    try:
+                        await handle.resume(answer)
+                    except GreenroomError as exc:  # the turn ended meanwhile (cancelled)
+                        log.info("answer to %s not taken: %s", event.tool_call.id, exc)
         snapshot = await handle.snapshot()
         return TurnOutcome(last_answer(snapshot.session), tuple(errors))
 

@@ -47,9 +47,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 APPROVE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "approve": {"type": "boolean", "title": "Run this tool call", "default": False}
-    },
+    "properties": {"approve": {"type": "boolean", "title": "Run this tool call", "default": False}},
     "required": ["approve"],
 }
 
@@ -114,7 +112,9 @@ class AgentTools:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[agent_tool(a) for a in self.agents.values()])
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         agent = self.agents.get(params.name)
         if agent is None:
             names = ", ".join(self.agents) or "none"
@@ -163,7 +163,9 @@ class AgentTools:
         approved = answer.action == "accept" and bool((answer.content or {}).get("approve"))
         if approved:
             return ResumeRequest("approve", decided_by="mcp")
-        return ResumeRequest("reject", reason=f"the user answered {answer.action}", decided_by="mcp")
+        return ResumeRequest(
+            "reject", reason=f"the user answered {answer.action}", decided_by="mcp"
+        )
 
 
 def _error(text: str) -> types.CallToolResult:

@@ -9,15 +9,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trio
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, RequestPermissionResponse
+from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from greenroom.testing import ScriptedAgent
-from tests.modes.test_mcp_mode import SHELL, only_session
+from tests.modes.test_mcp_mode import SHELL, messages, only_session
 from tests.slowness import slow
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,9 @@ ANSWERS = ScriptedAgent(
     turns=[[{"reasoning": "Thinking."}, {"text": ["The", " answer"]}, {"text": " is 42."}]],
     loop=True,
 )
-SLOW = ScriptedAgent(turns=[[{"text": "Working"}, {"delay": 600}, {"text": " never"}]], loop=True)
+SLOW = ScriptedAgent(
+    turns=[[{"text": "Working"}, {"delay": 600}, {"text": " never"}], "Second answer."]
+)
 COMMAND = [sys.executable, "-m", "greenroom.cli", "serve", "acp"]
 
 
@@ -66,7 +68,10 @@ def run_editor(agent_file: Path, editor: Editor, script: Any, *extra: str) -> An
     leaving closes its stdin, then the SDK ends the child (terminate, then kill)."""
 
     async def main() -> Any:
-        async with spawn_agent_process(editor, *COMMAND, str(agent_file), *extra) as (conn, _):
+        async with spawn_agent_process(cast(Any, editor), *COMMAND, str(agent_file), *extra) as (
+            conn,
+            _,
+        ):
             init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
             assert init.protocol_version == PROTOCOL_VERSION
             assert init.agent_info is not None and init.agent_info.name == "greenroom"
@@ -90,7 +95,7 @@ def test_a_prompt_streams_chunks_and_ends_the_turn(tmp_path: Path) -> None:
     assert "agent_thought_chunk" in editor.kinds()
     stored = trio.run(only_session, db)
     assert stored.working_dir == str(tmp_path)
-    texts = [(m.role, m.content) for m in stored.items if hasattr(m, "role")]
+    texts = [(m.role, m.content) for m in messages(stored)]
     assert texts == [("user", "what?"), ("assistant", "The answer is 42.")]
 
 
@@ -132,11 +137,44 @@ def test_cancel_ends_a_running_prompt(tmp_path: Path) -> None:
         running = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("go")]))
         await editor.first_chunk.wait()
         await conn.cancel(session_id=sid)
-        return await running
+        cancelled = await running
+        # The session takes the next prompt at once.
+        again = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+        return cancelled, again
 
-    answer = run_editor(SLOW.write(tmp_path, "slow"), editor, script)
+    cancelled, again = run_editor(SLOW.write(tmp_path, "slow"), editor, script)
+    assert cancelled.stop_reason == "cancelled"
+    assert again.stop_reason == "end_turn"
+    assert editor.said() == "WorkingSecond answer."
+
+
+def test_cancel_while_the_editor_is_asked_withdraws_the_question(tmp_path: Path) -> None:
+    db = tmp_path / "acp.sqlite3"
+
+    class Cancelling(Editor):
+        """Cancels the prompt when asked, then answers ``cancelled`` (as the spec says)."""
+
+        conn: Any = None
+
+        async def request_permission(
+            self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+        ) -> RequestPermissionResponse:
+            self.asked.append((tool_call, []))
+            await self.conn.cancel(session_id=session_id)
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    editor = Cancelling()
+
+    async def script(conn: Any, cwd: str) -> Any:
+        editor.conn = conn
+        session = await conn.new_session(cwd=cwd, mcp_servers=[])
+        return await conn.prompt(session_id=session.session_id, prompt=[text_block("run it")])
+
+    answer = run_editor(SHELL.write(tmp_path, "shell"), editor, script, "--db", str(db))
     assert answer.stop_reason == "cancelled"
-    assert editor.said() == "Working"
+    assert len(editor.asked) == 1
+    stored = trio.run(only_session, db)
+    assert all("ran-it" not in m.content for m in messages(stored))
 
 
 def test_bad_requests_are_errors_that_say_what_to_do(tmp_path: Path) -> None:
@@ -165,7 +203,7 @@ async def test_malformed_json_rpc_is_answered_with_errors(tmp_path: Path) -> Non
     lines = [
         b"this is not json\n",
         b'{"jsonrpc": "2.0", "id": 1, "method": "session/fly", "params": {}}\n',
-        b'[1, 2]\n',
+        b"[1, 2]\n",
         b'{"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "x", '
         b'"prompt": "a string"}}\n',
         b'{"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}\n',

@@ -19,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from greenroom.domain import Session
+from greenroom.domain import Message, Session
 from greenroom.persistence import open_sqlite_store
 from greenroom.serve import ServeConfig
 from greenroom.serve._mcp_server import serve_mcp_http
@@ -66,6 +66,10 @@ async def only_session(db: Path) -> Session:
         return await opened.store.get_session(summary.id)
 
 
+def messages(session: Session) -> list[Message]:
+    return [item for item in session.items if isinstance(item, Message)]
+
+
 def text_of(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
@@ -84,7 +88,7 @@ async def test_stdio_lists_one_tool_per_agent_and_a_call_runs_a_turn(tmp_path: P
         assert text_of(result) == "The answer is 42."
         assert result.structured_content == {"response": "The answer is 42."}
     stored = await only_session(db)
-    texts = [(m.role, m.content) for m in stored.items if hasattr(m, "role")]
+    texts = [(m.role, m.content) for m in messages(stored)]
     assert ("user", "what is it?") in texts
     assert ("assistant", "The answer is 42.") in texts
 
@@ -119,7 +123,7 @@ async def test_a_tool_that_asks_is_refused_when_the_client_cannot_answer(tmp_pat
         result = await session.call_tool("root", {"message": "run it"})
     assert text_of(result) == "Done with the shell."
     stored = await only_session(db)
-    [tool_result] = [m for m in stored.items if getattr(m, "role", "") == "tool"]
+    [tool_result] = [m for m in messages(stored) if m.role == "tool"]
     assert "ran-it" not in tool_result.content
     assert "elicitation" in tool_result.content  # the reason tells how to allow it
     assert [a.decision for a in stored.approvals] == ["reject"]
@@ -140,7 +144,7 @@ async def test_a_tool_that_asks_runs_once_the_client_approves(tmp_path: Path) ->
     assert len(asked) == 1
     assert "shell" in asked[0]
     stored = await only_session(db)
-    [tool_result] = [m for m in stored.items if getattr(m, "role", "") == "tool"]
+    [tool_result] = [m for m in messages(stored) if m.role == "tool"]
     assert "ran-it" in tool_result.content
     assert [(a.decision, a.decided_by) for a in stored.approvals] == [("approve", "mcp")]
 
