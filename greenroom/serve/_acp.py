@@ -327,7 +327,13 @@ def choose_agent(host: AgentHost, agent_name: str) -> ExposedAgent:
     Raises:
         ConfigError: no agent of that name.
     """
-    [source] = host.sources.keys()
+    sources = host.sources.keys()
+    if len(sources) != 1:
+        raise ConfigError(
+            f"serve acp serves one agent file; {', '.join(host.cfg.agent_paths)} holds "
+            f"{len(sources)} ({', '.join(sources)}): name one of them"
+        )
+    [source] = sources
     file = host.sources.get(source)
     name = agent_name or file.default_agent.name
     for agent in host.agents():
