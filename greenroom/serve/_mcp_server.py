@@ -189,25 +189,46 @@ async def serve_mcp_http(
     only: str = "",
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve MCP over streamable HTTP at ``/mcp`` until cancelled; reports the endpoint URL."""
+    """Serve MCP over streamable HTTP at ``/mcp`` until cancelled; reports the endpoint URL.
+
+    Raises:
+        ConfigError: ``--host``/``--port`` cannot be bound.
+    """
     async with open_host(cfg) as host:
-        server = AgentTools(host, tools_approved=tools_approved, only=only).server()
-        app = server.streamable_http_app(host=cfg.host)
-        sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
+        tools = AgentTools(host, tools_approved=tools_approved, only=only)
+        await serve_tools_http(tools, cfg.host, cfg.port, task_status=task_status)
+
+
+async def serve_tools_http(
+    tools: AgentTools,
+    host: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``tools`` over streamable HTTP on ``host:port`` until cancelled."""
+    app = tools.server().streamable_http_app(host=host)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((cfg.host, cfg.port))
-        port = sock.getsockname()[1]
-        config = Config()
-        config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns (and closes) it from here
-        config.accesslog = None
-        config.graceful_timeout = 1.0
-        shown = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-        url = f"http://{shown}:{port}/mcp"
-        async with trio.open_nursery() as nursery:
-            await nursery.start(
-                lambda task_status: hypercorn.trio.serve(
-                    cast(Any, app), config, task_status=task_status
-                )
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (choose another --port, "
+            "or 0 for any)"
+        ) from None
+    bound = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns (and closes) it from here
+    config.accesslog = None
+    config.graceful_timeout = 1.0
+    url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            lambda task_status: hypercorn.trio.serve(
+                cast(Any, app), config, task_status=task_status
             )
-            print(f"greenroom MCP server listening on {url}", file=sys.stderr, flush=True)
-            task_status.started(url)
+        )
+        print(f"greenroom MCP server listening on {url}", file=sys.stderr, flush=True)
+        task_status.started(url)

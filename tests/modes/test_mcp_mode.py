@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 from greenroom.domain import Message, Session
 from greenroom.persistence import open_sqlite_store
 from greenroom.serve import ServeConfig
-from greenroom.serve._mcp_server import serve_mcp_http
+from greenroom.serve._host import open_host
+from greenroom.serve._mcp_server import AgentTools, serve_mcp_http, serve_tools_http
 from greenroom.testing import ScriptedAgent
 from tests.slowness import slow
 
@@ -168,4 +169,35 @@ async def test_streamable_http_serves_the_same_tools(tmp_path: Path) -> None:
                 assert text_of(answered) == "The answer is 42."
                 ran = await session.call_tool("shell.root", {"message": "run it"})
                 assert text_of(ran) == "Done with the shell."  # --tools-approved: no question
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_call_the_client_abandons_cancels_its_turn(tmp_path: Path) -> None:
+    agent = ScriptedAgent(turns=[[{"text": "Working"}, {"delay": 600}, {"text": " never"}]])
+    paths = (str(agent.write(tmp_path, "slow")), str(ANSWERS.write(tmp_path, "answers")))
+    cfg = ServeConfig(agent_paths=paths, port=0, db=":memory:", titles=False)
+    committed = trio.Event()
+    async with open_host(cfg) as host, trio.open_nursery() as nursery:
+        host.registry.observe_commits(lambda seqs: committed.set())
+        url = await nursery.start(partial(serve_tools_http, AgentTools(host), "127.0.0.1", 0))
+        with trio.fail_after(slow(30)):  # real clock: HTTP on loopback
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                # The client gives up on the call (the SDK sends notifications/cancelled).
+                with pytest.raises(MCPError):
+                    await session.call_tool(
+                        "slow.root", {"message": "go"}, read_timeout_seconds=slow(2)
+                    )
+                assert committed.is_set()  # the turn had started
+                await host.registry.wait_turns_over()  # the server cancelled the turn
+            async with (  # and serves the next client
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                again = await session.call_tool("answers.root", {"message": "again"})
+                assert text_of(again) == "The answer is 42."
         nursery.cancel_scope.cancel()
