@@ -9,8 +9,10 @@ imported only by this command.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import sys
+from functools import partial
 from typing import Any, cast
 
 import hypercorn.trio
@@ -194,9 +196,20 @@ async def serve_mcp_http(
     Raises:
         ConfigError: ``--host``/``--port`` cannot be bound.
     """
-    async with open_host(cfg) as host:
+    async with open_host(cfg) as host, trio.open_nursery() as nursery:
         tools = AgentTools(host, tools_approved=tools_approved, only=only)
-        await serve_tools_http(tools, cfg.host, cfg.port, task_status=task_status)
+        url = await nursery.start(partial(serve_tools_http, tools, cfg.host, cfg.port))
+        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+        task_status.started(url)
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    """SIGINT or SIGTERM: stop serving (running turns are cancelled, sessions persist)."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            log.info("stopping")
+            scope.cancel(reason="signal")
+            return
 
 
 async def serve_tools_http(

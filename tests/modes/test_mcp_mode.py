@@ -4,6 +4,8 @@ The agents are scripted (no network)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -201,3 +203,29 @@ async def test_a_call_the_client_abandons_cancels_its_turn(tmp_path: Path) -> No
                 again = await session.call_tool("answers.root", {"message": "again"})
                 assert text_of(again) == "The answer is 42."
         nursery.cancel_scope.cancel()
+
+
+async def test_the_http_command_stops_on_sigint(tmp_path: Path) -> None:
+    answers = ANSWERS.write(tmp_path, "answers")
+    command = [sys.executable, "-m", "greenroom.cli", "serve", "mcp", str(answers)]
+    process = await trio.lowlevel.open_process(
+        [*command, "--http", "--port", "0"], stderr=subprocess.PIPE
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        with trio.fail_after(slow(60)):  # real clock: a child interpreter starts and binds
+            while b"listening on http://127.0.0.1:" not in seen:
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, f"the server ended: {seen.decode(errors='replace')}"
+                seen += chunk
+            process.send_signal(signal.SIGINT)
+            async with process.stderr:
+                while await process.stderr.receive_some(4096):
+                    pass  # drained, so the child never blocks writing its last lines
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
