@@ -47,6 +47,11 @@ def build_mode_parser(
             "--port", type=port, default=8081, help="with --http (default 8081; 0 = any)"
         )
         parser.add_argument(
+            "--insecure-no-auth",
+            action="store_true",
+            help="with --http: allow a non-loopback --host (the endpoint has no authentication)",
+        )
+        parser.add_argument(
             "--tools-approved",
             action="store_true",
             help="run every tool call unasked, as docker-agent's serve mcp does (permission "
@@ -123,6 +128,7 @@ def mode_main(
         allow_private_networks=tuple(args.allow_private_network),
         max_session_cost=args.max_session_cost,
         titles=False,  # a session per call (MCP) or per editor chat (ACP): no title wanted
+        insecure_no_auth=getattr(args, "insecure_no_auth", False),
     )
     failed: list[BaseException] = []
     interrupted = False
@@ -145,8 +151,19 @@ def _run_mcp(cfg: ServeConfig, args: argparse.Namespace) -> None:
 
     import trio
 
+    from greenroom.errors import ConfigError
+    from greenroom.serve import check_exposure
     from greenroom.serve._mcp_server import serve_mcp_http, serve_mcp_stdio
 
+    if args.http:
+        try:
+            check_exposure(cfg)
+        except ConfigError:
+            raise ConfigError(
+                f"refusing to serve MCP on {cfg.host}: the endpoint has no authentication; "
+                "bind a loopback --host (put an authenticating proxy in front to reach it "
+                "from elsewhere), or pass --insecure-no-auth if the network is trusted"
+            ) from None
     serve = serve_mcp_http if args.http else serve_mcp_stdio
     trio.run(partial(serve, cfg, tools_approved=args.tools_approved, only=args.agent))
 

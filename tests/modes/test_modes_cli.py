@@ -99,3 +99,13 @@ def test_acp_refuses_a_directory_of_several_files(
     AGENT.write(tmp_path, "two")
     assert main(["serve", "acp", str(tmp_path)]) == 2
     assert "one agent file" in capsys.readouterr().err
+
+
+def test_mcp_http_refuses_a_public_address_without_being_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = AGENT.write(tmp_path, "team")
+    assert main(["serve", "mcp", str(path), "--http", "--host", "0.0.0.0", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to serve MCP on 0.0.0.0" in err
+    assert "--insecure-no-auth" in err
