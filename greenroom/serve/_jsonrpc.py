@@ -8,6 +8,7 @@ answer in a one-slot channel.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -137,7 +138,12 @@ class Connection:
         if "method" not in message:  # an answer to one of our requests
             reply = self._pending.get(message.get("id"))  # type: ignore[arg-type]
             if reply is not None:
-                reply.send_nowait(message)  # one slot, one answer: never blocks
+                # One slot, one answer: never blocks. A request being abandoned (cancelled)
+                # may have closed its end already: the late answer is dropped.
+                with contextlib.suppress(
+                    trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
+                ):
+                    reply.send_nowait(message)
             return
         method, request_id = message["method"], message.get("id")
         params = message.get("params", {})
