@@ -12,6 +12,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any, cast
 
@@ -196,20 +197,32 @@ async def serve_mcp_http(
     Raises:
         ConfigError: ``--host``/``--port`` cannot be bound.
     """
-    async with open_host(cfg) as host, trio.open_nursery() as nursery:
-        tools = AgentTools(host, tools_approved=tools_approved, only=only)
-        url = await nursery.start(partial(serve_tools_http, tools, cfg.host, cfg.port))
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-        task_status.started(url)
-
-
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
-    """SIGINT or SIGTERM: stop serving (running turns are cancelled, sessions persist)."""
+    # The receiver first: a signal from the moment the address is printed stops the server.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            log.info("stopping")
-            scope.cancel(reason="signal")
-            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
+            serving = partial(_serve_host_http, cfg, tools_approved=tools_approved, only=only)
+            task_status.started(await nursery.start(serving))
+
+
+async def _serve_host_http(
+    cfg: ServeConfig,
+    *,
+    tools_approved: bool,
+    only: str,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async with open_host(cfg) as host:
+        tools = AgentTools(host, tools_approved=tools_approved, only=only)
+        await serve_tools_http(tools, cfg.host, cfg.port, task_status=task_status)
+
+
+async def _stop_on_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    """SIGINT or SIGTERM: stop serving (running turns are cancelled, sessions persist)."""
+    async for _ in signals:
+        log.info("stopping")
+        scope.cancel(reason="signal")
+        return
 
 
 async def serve_tools_http(
