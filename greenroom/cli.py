@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from greenroom import __version__
+from greenroom.cli_modes import is_mode, mode_main
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _AGE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([smhd]?)$")
@@ -80,12 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"greenroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser(
-        "serve",
-        help="serve the session API over HTTP and WebSocket",
-        epilog="greenroom serve mcp AGENT_FILE... serves agents as MCP tools; greenroom serve "
-        "acp AGENT_FILE serves an agent to an editor (ACP); see their --help",
-    )
+    serve = sub.add_parser("serve", help="serve the session API over HTTP and WebSocket")
     serve.add_argument(
         "agents",
         nargs="*",
@@ -345,10 +341,7 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from greenroom.cli_modes import is_mode, mode_main  # serve mcp / serve acp (decision 0031)
-
-    argv = sys.argv[1:] if argv is None else argv
-    if is_mode(argv):
+    if is_mode(argv := sys.argv[1:] if argv is None else argv):  # serve mcp|acp (0031)
         return mode_main(argv, Parser, port)
     args = build_parser().parse_args(argv)
     if args.command == "validate":
