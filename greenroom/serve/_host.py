@@ -42,6 +42,8 @@ from ._store import open_store
 
 log = logging.getLogger("greenroom.modes")
 
+FORGET_WITHIN = 5.0  # seconds a deletion of a finished call's session may take
+
 Decide = Callable[[ToolCallConfirmation], Awaitable[ResumeRequest]]
 OnEvent = Callable[[Event], Awaitable[None]]
 
@@ -92,6 +94,17 @@ class AgentHost:
     ) -> str:
         session = Session.new(title=title, working_dir=working_dir, tools_approved=tools_approved)
         return (await self.registry.create(session)).id
+
+    async def forget(self, session_id: str) -> None:
+        """Delete a session nobody can read again: with sessions in memory (``--db
+        :memory:``) a long-lived server would otherwise keep every one (shielded, bounded)."""
+        if self.cfg.db != ":memory:":
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(FORGET_WITHIN):
+            try:
+                await self.registry.delete(session_id)
+            except GreenroomError as exc:
+                log.info("session %s not deleted: %s", session_id, exc)
 
     async def run_turn(
         self,

@@ -134,10 +134,15 @@ class AgentTools:
                 title=f"MCP tool call: {agent.name}",
                 tools_approved=self.tools_approved,
             )
+        except GreenroomError as exc:
+            return _error(turn_error_text(exc))
+        try:
             outcome = await self.host.run_turn(session_id, agent, text, decide=decide)
         except GreenroomError as exc:
             log.warning("tool %s failed: %s", agent.name, exc)
             return _error(turn_error_text(exc))
+        finally:
+            await self.host.forget(session_id)
         if outcome.errors and not outcome.answer:
             return _error("the agent's turn failed: " + "; ".join(outcome.errors))
         answer = outcome.answer or "No response from agent"

@@ -202,6 +202,8 @@ async def test_a_call_the_client_abandons_cancels_its_turn(tmp_path: Path) -> No
                 await session.initialize()
                 again = await session.call_tool("answers.root", {"message": "again"})
                 assert text_of(again) == "The answer is 42."
+        # In memory nobody could read a call's session again: none is kept.
+        assert await host.registry.list_sessions() == []
         nursery.cancel_scope.cancel()
 
 
