@@ -99,12 +99,27 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
         }
     schemas = {
         "create": builder.of(Session),
-        "list": {"type": "array", "items": builder.of(SessionSummary)},
+        "list": _session_list(builder),
         "get": builder.ref("SessionResponse", _session_response(builder)),
         "fork": builder.ref("SessionResponse", _session_response(builder)),
     }
     schema = schemas.get(op.name, {})
     return {"description": op.summary, "content": {"application/json": {"schema": schema}}}
+
+
+def _session_list(builder: SchemaBuilder) -> JSON:
+    """Without search parameters every root session (docker-agent's array); with any, one
+    page (decision 0026)."""
+    summaries = {"type": "array", "items": builder.of(SessionSummary)}
+    page = {
+        "type": "object",
+        "properties": {
+            "sessions": summaries,
+            "next_cursor": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["sessions", "next_cursor"],
+    }
+    return {"oneOf": [summaries, page]}
 
 
 def _session_response(builder: SchemaBuilder) -> JSON:
