@@ -135,7 +135,7 @@ async def test_filters(store: Store) -> None:
 async def test_no_filter_pages_are_the_list_in_order(store: Store) -> None:
     for n in range(7):
         await store.add_session(make(f"s{n}", n % 3, f"text {n}", title=f"t{n}"))
-    everything = [s for s in await store.list_sessions()]
+    everything = list(await store.list_sessions())
     pages, after = [], None
     while True:
         page = await store.search_sessions(SessionQuery(limit=3, after=after))
