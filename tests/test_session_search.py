@@ -243,3 +243,9 @@ async def test_an_existing_postgres_database_is_indexed_on_migration(
             assert await ids(store, "zoo") == ["zoo"]
             assert await ids(store) == ["other", "zoo"]
             assert await ids(store, until_us=int(at(2).timestamp()) * 1_000_000) == ["zoo"]
+
+
+async def test_a_message_holding_nul_and_escapes_is_stored_and_found(store: Store) -> None:
+    await store.add_session(make("nul", 1, 'a\x00zebracorn and \\u0000 "quoted" \\ okapi'))
+    assert await ids(store, "zebracorn") == ["nul"]
+    assert await ids(store, "okapi quoted") == ["nul"]

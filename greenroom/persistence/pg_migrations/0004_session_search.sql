@@ -3,10 +3,12 @@
 -- user or assistant message and of each title, stored generated columns with GIN indexes. The
 -- text is lower-cased and the common Latin diacritics removed first (the query's words are
 -- folded the same way in Python; 'simple' alone would keep them). Adding the columns fills them
--- for every existing row.
+-- for every existing row. jsonb refuses the escape \u0000 (which the stored JSON may hold):
+-- it becomes \u0020, a space, in the indexed text only (and stays valid JSON where its
+-- backslash was itself escaped).
 ALTER TABLE gr_items ADD COLUMN search tsvector GENERATED ALWAYS AS (
     CASE WHEN kind = 'message' AND role IN ('user', 'assistant') THEN to_tsvector('simple',
-        translate(lower(COALESCE(body::jsonb #>> '{message,content}', '')),
+        translate(lower(COALESCE(replace(body, '\u0000', '\u0020')::jsonb #>> '{message,content}', '')),
             'áàâäãåāéèêëēíìîïīóòôöõøōúùûüūçñýÿ', 'aaaaaaaeeeeeiiiiiooooooouuuuucnyy'))
     END
 ) STORED;
