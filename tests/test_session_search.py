@@ -67,6 +67,9 @@ async def test_zebracorn_finds_the_session_that_spoke_of_it_and_no_other(store: 
     assert await ids(store, "zebra corn") == ["zebra"]  # every word, in one message
     assert await ids(store, "zebra lovely") == []  # not in one message
     assert await ids(store, "plans") == ["titled"]  # titles count
+    assert await ids(store, "zebrac") == ["zoo"]  # a word's start finds the word
+    assert sorted(await ids(store, "zebra")) == ["zebra", "zoo"]
+    assert await ids(store, "ebracorn") == []
     assert await ids(store, "zebra'); DROP TABLE sessions; --") == []
     assert await store.count_sessions() == 4
 

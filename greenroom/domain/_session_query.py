@@ -59,8 +59,9 @@ class PageKey:
 
 @attrs.frozen
 class SessionQuery:
-    """Root sessions matching every filter given: ``words`` (all in the title or all in one
-    user or assistant message), ``agent`` (the session's agent file or agent name),
+    """Root sessions matching every filter given: ``words`` (each the start of a word of the
+    title, or each the start of a word of one user or assistant message: ``zebra`` finds
+    "zebracorns"), ``agent`` (the session's agent file or agent name),
     ``starred``, ``since`` <= created < ``until`` (microseconds since the epoch)."""
 
     words: tuple[str, ...] = ()

@@ -1,6 +1,7 @@
 """The memory store's session search (decision 0026): a plain scan of every root session, honest
 but linear. A session matches a query's words when its title, or one of its user or assistant
-messages, holds every word (words as :func:`greenroom.domain.search_words` cuts them); its
+messages, holds a word starting with each of them (words as
+:func:`greenroom.domain.search_words` cuts them); its
 score is minus the number of times those words occur in its best such title or message (a
 title counts twice), so lower is better, as with the SQL stores' ranks."""
 
@@ -35,13 +36,13 @@ def _texts(session: Session) -> Iterable[tuple[str, int]]:
 
 
 def score(session: Session, wanted: tuple[str, ...]) -> float | None:
-    """Minus the occurrences of ``wanted`` in the best title or message holding all of them;
-    None when none holds all of them."""
+    """Minus the words starting with one of ``wanted`` in the best title or message that has
+    one for each; None when none has."""
     best: float | None = None
     for text, weight in _texts(session):
         found = search_words(text)
-        if all(word in found for word in wanted):
-            hits = -float(weight * sum(1 for word in found if word in wanted))
+        if all(any(word.startswith(w) for word in found) for w in wanted):
+            hits = -float(weight * sum(1 for word in found if word.startswith(wanted)))
             best = hits if best is None else min(best, hits)
     return best
 

@@ -43,8 +43,8 @@ GROUP BY tree.root
 
 
 def match_text(words: tuple[str, ...]) -> str:
-    """An FTS5 query holding every word (each quoted: only letters and digits)."""
-    return " ".join(f'"{word}"' for word in words)
+    """An FTS5 query: a word starting with each of ``words`` (quoted: letters and digits)."""
+    return " ".join(f'"{word}" *' for word in words)
 
 
 def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPage:

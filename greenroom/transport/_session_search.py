@@ -129,7 +129,8 @@ TEXT = q.Param(
     {"type": "string", "maxLength": MAX_QUERY},
     parse_text,
     "Full-text words: a session matches when its title, or one of its user or assistant "
-    "messages, holds every word (case and diacritics ignored, no stemming)",
+    "messages, has a word starting with each of them (zebra finds zebracorns; case and "
+    "diacritics ignored, no stemming); the best match first",
 )
 AGENT = q.Param(
     "agent",
