@@ -75,7 +75,9 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
             params["score"] = query.after.score or 0.0
             newer = f"(r.score > :score OR (r.score = :score AND {newer}))"
         where.append(newer)
-    prefix, source, score = "", "sessions s", "NULL"
+    # The list in its order, straight from idx_sessions_recent: without statistics the
+    # planner would take idx_sessions_parent and sort every root session.
+    prefix, source, score = "", "sessions s INDEXED BY idx_sessions_recent", "NULL"
     if query.words:
         prefix, params["match"] = _MATCHES, match_text(query.words)
         source, score = "ranked r JOIN sessions s ON s.id = r.sid", "r.score"
