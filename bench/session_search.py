@@ -38,7 +38,7 @@ from greenroom.domain import SessionQuery, format_datetime, query_words
 from greenroom.persistence import open_sqlite_store
 
 CHUNK = 2000  # sessions per bulk transaction
-VOCABULARY = (
+VOCABULARY = tuple(
     "the a to of and in is it for that on with this you be are as file test run code error "
     "please can we change function line value return make add fix check list model agent "
     "server session page query index table row column message user tool call result output "
@@ -82,8 +82,7 @@ def fill_sqlite(conn: Any, sessions: list[Any], items: list[Any]) -> None:
     )
     conn.executemany("INSERT INTO heads (session_id) VALUES (?)", [(s[0],) for s in sessions])
     conn.executemany(
-        "INSERT INTO items (session_id, position, kind, role, body)"
-        " VALUES (?, ?, 'message', ?, ?)",
+        "INSERT INTO items (session_id, position, kind, role, body) VALUES (?, ?, 'message', ?, ?)",
         items,
     )
 
