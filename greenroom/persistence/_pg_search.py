@@ -52,7 +52,10 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
     if query.after is not None:
         params["horizon"] = query.after.horizon
     else:
-        row = conn.execute("SELECT COALESCE(MAX(inserted), 0) FROM gr_sessions").fetchone()
+        row = conn.execute(  # the newest live root (index gr_sessions_roots)
+            "SELECT COALESCE(MAX(inserted), 0) FROM gr_sessions"
+            " WHERE deleted_at IS NULL AND parent_id IS NULL"
+        ).fetchone()
         params["horizon"] = int(row[0]) if row else 0
     where = ["s.parent_id IS NULL", "s.deleted_at IS NULL", "s.inserted <= %(horizon)s"]
     if query.agent is not None:
