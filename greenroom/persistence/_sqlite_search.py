@@ -80,7 +80,9 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
     prefix, source, score = "", "sessions s INDEXED BY idx_sessions_recent", "NULL"
     if query.words:
         prefix, params["match"] = _MATCHES, match_text(query.words)
-        source, score = "ranked r JOIN sessions s ON s.id = r.sid", "r.score"
+        # CROSS JOIN keeps this order: from the matches to their sessions (else the planner
+        # walks every root session and probes the matches).
+        source, score = "ranked r CROSS JOIN sessions s ON s.id = r.sid", "r.score"
     order = f"{CREATED_US} DESC, s.rowid DESC"
     if relevance:
         order = "r.score, " + order
