@@ -38,12 +38,13 @@ from greenroom.domain import SessionQuery, format_datetime, query_words
 from greenroom.persistence import open_sqlite_store
 
 CHUNK = 2000  # sessions per bulk transaction
-VOCABULARY = tuple(
+_WORDS = (
     "the a to of and in is it for that on with this you be are as file test run code error "
     "please can we change function line value return make add fix check list model agent "
     "server session page query index table row column message user tool call result output "
     "python trio sqlite postgres docker shell path name type class method field string number"
-).split()
+)
+VOCABULARY = _WORDS.split()
 T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
 

@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -178,7 +179,7 @@ CURSOR = q.Param(
 SEARCH_PARAMS = (TEXT, AGENT, STARRED, CREATED_SINCE, CREATED_UNTIL, ORDER, LIMIT, CURSOR)
 
 
-def session_query(query: dict[str, Any] | Any) -> tuple[SessionQuery, SessionOrder]:
+def session_query(query: Mapping[str, Any]) -> tuple[SessionQuery, SessionOrder]:
     """The store's query from the parsed parameters, and the order the page is in."""
     words = query_words(query.get("q", ""))
     order: SessionOrder = "relevance" if words and query.get("order") != "recent" else "recent"
