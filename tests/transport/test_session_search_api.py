@@ -159,3 +159,21 @@ async def test_the_websocket_list_op_searches_too(env: Env, live: Live) -> None:
         assert frame["ok"] is False and frame["error"]["path"] == "$.cursor"
         frame = await client.call("list", limit=0)
         assert frame["error"]["status"] == 400 and frame["error"]["path"] == "$.limit"
+
+
+async def test_the_python_client_searches_and_pages() -> None:
+    from greenroom.testing import open_greenroom
+
+    async with open_greenroom() as gr:
+        for n in range(3):
+            text = "a zebracorn" if n == 1 else "nothing"
+            items = (Message(ChatMessage(role="user", content=text)),)
+            await gr.store.add_session(Session.new(title=f"s{n}", items=items, starred=n == 2))
+        page = await gr.client.search_sessions("zebracorn")
+        assert [s["title"] for s in page["sessions"]] == ["s1"]
+        page = await gr.client.search_sessions(limit=2)
+        assert [s["title"] for s in page["sessions"]] == ["s2", "s1"]
+        page = await gr.client.search_sessions(limit=2, cursor=page["next_cursor"])
+        assert [s["title"] for s in page["sessions"]] == ["s0"] and page["next_cursor"] is None
+        page = await gr.client.search_sessions(starred=True)
+        assert [s["title"] for s in page["sessions"]] == ["s2"]
