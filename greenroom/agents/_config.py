@@ -15,6 +15,7 @@ import attrs
 from greenroom.domain import Permissions
 from greenroom.errors import AgentNotFound, InvalidRequest
 
+from ._rag_config import RagSource
 from ._runtime import Command
 from .providers._base import ModelConfig, StructuredOutput
 from .providers._catalog import CustomProvider, apply_custom_provider
@@ -129,6 +130,8 @@ class AgentConfig:
     hooks: HooksConfig | None = None
     structured_output: StructuredOutput | None = None
     """The JSON schema the agent's final answer must match (checked after each turn)."""
+    rag: tuple[RagSource, ...] = ()
+    """The ``rag`` sources the agent searches (one search tool each, ``tools/_rag.py``)."""
 
 
 @attrs.frozen
@@ -262,6 +265,7 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "skills": list(agent.skills),
             "add_description_parameter": agent.add_description_parameter,
             "hooks": _hooks_json(agent.hooks) if agent.hooks else None,
+            "rag": [source.name for source in agent.rag],
         }
     )
 
