@@ -176,7 +176,8 @@ class RagParser:
         types_seen = [s.type for s in strategies]
         for kind in set(types_seen):
             if types_seen.count(kind) > 1:
-                self.c.fail(line, f"{path}.strategies", f"strategy {kind!r} is listed twice")
+                where = r.where("strategies")
+                self.c.fail(where, f"{path}.strategies", f"strategy {kind!r} is listed twice")
         results = RagResults()
         if "results" in mapping:
             results = self._results(mapping["results"], f"{path}.results", r.where("results"))

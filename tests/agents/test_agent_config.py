@@ -149,7 +149,6 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
     assert config.warnings == (
         "agent.yaml:4: agents.root.code_mode_tools: warning: ignored: greenroom does not "
         "implement this key",
-        "agent.yaml:5: rag: warning: ignored: greenroom does not implement this key",
     )
 
 

@@ -135,7 +135,7 @@ agents:
         ref: docker:duckduckgo
   helper:
     model: old
-    rag: [docs]
+    rag: []
 models:
   big: {provider: openai, model: gpt-4o, output_capabilities: {}}
   small: {provider: google, model: gemini, provider_opts: {project: p, location: l}}
@@ -158,11 +158,9 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
         "agent.yaml:9: agents.root.toolsets[2]: warning: toolset type 'mcp' is not supported "
         "by greenroom yet (left out); catalog server 'duckduckgo' needs Docker's MCP gateway "
         "(no docker CLI on PATH): install Docker Desktop",
-        "agent.yaml:13: agents.helper.rag: warning: ignored",
         "agent.yaml:15: models.big.output_capabilities: warning: ignored",
         "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
         "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
-        "agent.yaml:18: rag: warning: ignored",
     ]
     assert len(lines) == len(expected), lines
     for line, start in zip(lines, expected, strict=True):
