@@ -176,7 +176,7 @@ class RagParser:
         types_seen = [s.type for s in strategies]
         for kind in set(types_seen):
             if types_seen.count(kind) > 1:
-                where = r.where("strategies")
+                where = line_of(mapping, "strategies", value=False) or line
                 self.c.fail(where, f"{path}.strategies", f"strategy {kind!r} is listed twice")
         results = RagResults()
         if "results" in mapping:
