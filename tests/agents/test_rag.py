@@ -3,6 +3,8 @@ index file (incremental re-indexing)."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -162,7 +164,7 @@ def test_chunks_have_the_size_and_overlap_asked_and_cut_between_words() -> None:
     assert all(len(c) <= 50 for c in chunks)
     assert all(c.split()[0].startswith("word") and len(w) == 6 for c in chunks for w in c.split())
     assert " ".join(chunks).split()[-1] == "word39"
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert before.split()[-1] == after.split()[1] or before.split()[-1] == after.split()[0]
     plain = chunk_text("abcdefghij", RagChunking(size=4, overlap=1, respect_word_boundaries=False))
     assert plain == ["abcd", "defg", "ghij"]
@@ -205,10 +207,8 @@ def test_rrf_sums_reciprocal_ranks() -> None:
 def test_weighted_and_max_fusion() -> None:
     results = {"bm25": hits(("a", 10), ("b", 2)), "chunked-embeddings": hits(("b", 0.9))}
     weighted = fuse(results, RagFusion("weighted", weights={"bm25": 0.1, "chunked-embeddings": 2}))
-    assert [(h.path, h.score) for h in weighted] == [
-        ("b", pytest.approx(0.2 + 1.8)),
-        ("a", pytest.approx(1.0)),
-    ]
+    assert [h.path for h in weighted] == ["b", "a"]
+    assert [h.score for h in weighted] == pytest.approx([0.2 + 1.8, 1.0])
     assert [(h.path, h.score) for h in fuse(results, RagFusion("max"))] == [("a", 10), ("b", 2)]
     with pytest.raises(FusionError, match="missing weight for strategy: chunked-embeddings"):
         fuse(results, RagFusion("weighted", weights={"bm25": 1}))
@@ -224,9 +224,7 @@ def test_deduplicate_keeps_the_best_ranked_copy() -> None:
 
 
 def bm25_source(docs: Path, agent_file: Path) -> RagSource:
-    strategy = RagStrategy(
-        type="bm25", docs=(str(docs),), chunking=RagChunking(200, 20), limit=3
-    )
+    strategy = RagStrategy(type="bm25", docs=(str(docs),), chunking=RagChunking(200, 20), limit=3)
     return RagSource(name="kb", agent_file=str(agent_file), strategies=(strategy,))
 
 
@@ -240,7 +238,7 @@ async def test_bm25_search_finds_the_right_file_and_follows_changes(tmp_path: Pa
     ctx = ToolContext(working_dir=tmp_path, data_dir=tmp_path / "data")
     search = RagSearch(bm25_source(docs, tmp_path / "agent.yaml"), ctx)
     result = await search.search({"query": "What colour are a blork's teeth?"})
-    found = __import__("json").loads(result.output)
+    found = json.loads(result.output)
     assert [f["source_path"] for f in found] == [str(docs / "blorks.md")]
     assert found[0]["chunk_index"] == 0 and found[0]["similarity"] > 0
     assert "purple teeth" in found[0]["content"]
@@ -254,7 +252,7 @@ async def test_bm25_search_finds_the_right_file_and_follows_changes(tmp_path: Pa
     assert await search.refresh() == {"bm25": 1}
     assert await search.refresh() == {"bm25": 0}
     result = await search.search({"query": "blork teeth"})
-    paths = {f["source_path"] for f in __import__("json").loads(result.output)}
+    paths = {f["source_path"] for f in json.loads(result.output)}
     assert paths == {str(docs / "blorks.md"), str(docs / "tea.txt")}
 
     # a removed file leaves the index; a second runtime reuses the index file
@@ -262,9 +260,7 @@ async def test_bm25_search_finds_the_right_file_and_follows_changes(tmp_path: Pa
     again = RagSearch(bm25_source(docs, tmp_path / "agent.yaml"), ctx)
     assert await again.refresh() == {"bm25": 0}
     result = await again.search({"query": "blork teeth"})
-    assert [f["source_path"] for f in __import__("json").loads(result.output)] == [
-        str(docs / "tea.txt")
-    ]
+    assert [f["source_path"] for f in json.loads(result.output)] == [str(docs / "tea.txt")]
     assert len(list((tmp_path / "data" / "rag").glob("kb-bm25-*.sqlite"))) == 1
 
 

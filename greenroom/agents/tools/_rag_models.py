@@ -91,7 +91,7 @@ class Embedder:
         except httpx.HTTPError as exc:
             raise EmbeddingError(
                 f"embedding endpoint {url} unreachable ({type(exc).__name__}: {exc}); "
-                f"check the base_url of {ref} and that the server runs"
+                f"check the base_url of {self.model.name} and that the server runs"
             ) from None
         if response.status_code != 200:
             raise EmbeddingError(
