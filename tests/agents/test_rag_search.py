@@ -20,7 +20,7 @@ from greenroom.agents.providers import make_provider
 from greenroom.agents.providers._base import ModelConfig
 from greenroom.agents.tools import default_tools_for
 from greenroom.agents.tools._rag import RagSearch
-from greenroom.domain import ToolCallResponse, Warning
+from greenroom.domain import RawEvent, ToolCallResponse, Warning
 from tests.agents.fake_openai import (
     FakeOpenAI,
     Recorded,
@@ -197,9 +197,43 @@ async def test_an_unreachable_embedder_is_a_prompt_error_result_and_a_warning(
     assert result.is_error
     assert result.output.startswith("RAG query failed: chunked-embeddings: embedding endpoint")
     assert "unreachable" in result.output and "check the base_url of embedder" in result.output
-    (warning,) = host.events
+    started, *progress, warning = host.events
+    assert all(e.type == "rag_indexing_progress" for e in progress)  # type: ignore[union-attr]
+    assert started == RawEvent(
+        "rag_indexing_started",
+        {
+            "type": "rag_indexing_started",
+            "rag_name": "notes",
+            "strategy_name": "chunked-embeddings",
+            "agent_name": "",
+        },
+    )
     assert isinstance(warning, Warning)
     assert warning.message.startswith("rag notes: indexing failed:")
+
+
+async def test_background_indexing_reports_its_progress(tmp_path: Path) -> None:
+    write_docs(tmp_path)
+    with trio.fail_after(DEADLINE):
+        async with servers() as (chat, embeddings):
+            path = agent_file(tmp_path, chat.base_url, embeddings.base_url)
+            async with trio.open_nursery() as nursery:
+                host = FakeHost(nursery)
+                search = RagSearch(source_of(path), context(tmp_path, host))
+                await search.ensure_started()
+                await search.ensure_started()  # once only
+                await until(lambda: len(host.events) == 5)
+            again = RagSearch(source_of(path), context(tmp_path, host))
+            assert await again.refresh(reported=True) == {"chunked-embeddings": 0}
+    stages = [(e.data["type"], e.data.get("current")) for e in host.events]  # type: ignore[union-attr]
+    assert stages == [
+        ("rag_indexing_started", None),
+        ("rag_indexing_progress", 1),
+        ("rag_indexing_progress", 2),
+        ("rag_indexing_progress", 3),
+        ("rag_indexing_completed", None),
+    ]
+    assert len(embeddings.inputs) == 3  # indexed once; the second runtime found it up to date
 
 
 async def test_an_embedding_model_without_an_embeddings_api_is_refused_at_build(

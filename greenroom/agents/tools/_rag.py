@@ -5,7 +5,9 @@ a JSON list of ``{source_path, content, similarity, chunk_index}``, best first, 
 
 Indexing is a service of the runtime: when the runtime is served, each strategy of the source
 brings its index up to date in the background (files added, changed or removed since the
-last run; see ``_rag_index.py``); a failure is a ``warning`` event naming what to fix. Every
+last run; see ``_rag_index.py``), reported as docker-agent's ``rag_indexing_started``,
+``rag_indexing_progress`` and ``rag_indexing_completed`` events when there is anything to
+read; a failure is a ``warning`` event naming what to fix. Every
 search first brings the index up to date again (only files whose size or mtime changed are
 read), so a changed file is found by the next search. A search is bounded by
 :data:`SEARCH_TIMEOUT`; an unreachable embedding endpoint is an error result, not a stuck turn.
@@ -22,13 +24,13 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from greenroom.domain import Warning
+from greenroom.domain import RawEvent, Warning
 
 from .._config import ToolsetConfig
 from .._rag_config import RagReranking, RagSource, RagStrategy
@@ -68,6 +70,7 @@ from ._registry import Toolset, register
 
 log = logging.getLogger(__name__)
 
+Report = Callable[[str, int, int], None]
 SEARCH_TIMEOUT = 120.0
 """Seconds one search may take, index refresh included; then it is an error result."""
 MAX_RESULTS = 10
@@ -109,8 +112,10 @@ class Strategy:
     def name(self) -> str:
         return self.config.name
 
-    async def refresh(self) -> int:
-        """Bring the index up to date; returns how many files were (re)indexed."""
+    async def refresh(self, report: Report | None = None) -> int:
+        """Bring the index up to date; returns how many files were (re)indexed. ``report``
+        hears ``(stage, current, total)`` when files are to be read: ``started``, then
+        ``progress`` (at most about 20 times), then ``completed``."""
         if not self._opened:
             await trio.to_thread.run_sync(self.store.open)
             self._opened = True
@@ -120,19 +125,25 @@ class Strategy:
         stale, removed = await trio.to_thread.run_sync(self.store.changed, files)
         if removed:
             await trio.to_thread.run_sync(self.store.remove, removed)
-        indexed = 0
+        indexed = done = 0
+        total = len(stale)
         limiter = trio.CapacityLimiter(self.config.max_indexing_concurrency)
         failures: list[BaseException] = []
 
         async def one(state: FileState) -> None:
-            nonlocal indexed
+            nonlocal indexed, done
             async with limiter:
                 try:
                     if await self._index_file(state):
                         indexed += 1
                 except (RagError, EmbeddingError, OSError) as exc:
                     failures.append(exc)
+            done += 1
+            if report is not None and (done * 20 // total != (done - 1) * 20 // total):
+                report("progress", done, total)
 
+        if report is not None and stale:
+            report("started", 0, total)
         async with trio.open_nursery() as nursery:
             for state in stale:
                 nursery.start_soon(one, state)
@@ -140,6 +151,8 @@ class Strategy:
             self._tokenized = None
         if failures:
             raise RagError(f"{self.name}: {failures[0]}")
+        if report is not None and stale:
+            report("completed", total, total)
         return indexed
 
     async def _index_file(self, state: FileState) -> bool:
@@ -257,9 +270,26 @@ class RagSearch:
         self._started = True
         return ""
 
+    def _report(self, strategy: str) -> Report:
+        """Reports a strategy's indexing as docker-agent's ``rag_indexing_*`` events."""
+
+        def report(stage: str, current: int, total: int) -> None:
+            data: dict[str, Any] = {
+                "type": f"rag_indexing_{stage}",
+                "rag_name": self.source.name,
+                "strategy_name": strategy,
+            }
+            if stage == "progress":
+                data.update(current=current, total=total)
+            data["agent_name"] = self.ctx.agent_name
+            if self.ctx.host is not None:
+                self.ctx.host.notify(RawEvent(data["type"], data))
+
+        return report
+
     async def _index_in_background(self) -> None:
         try:
-            counts = await self.refresh()
+            counts = await self.refresh(reported=True)
         except RagError as exc:
             text = (
                 f"rag {self.source.name}: indexing failed: {exc}. Searches will retry; "
@@ -271,12 +301,14 @@ class RagSearch:
             return
         log.info("rag %s: index up to date (%s)", self.source.name, counts)
 
-    async def refresh(self) -> dict[str, int]:
-        """Bring every strategy's index up to date (one refresh at a time)."""
+    async def refresh(self, *, reported: bool = False) -> dict[str, int]:
+        """Bring every strategy's index up to date (one refresh at a time); ``reported``:
+        with ``rag_indexing_*`` events (the background indexing)."""
         async with self._lock:
             counts: dict[str, int] = {}
             for strategy in self.strategies:
-                counts[strategy.name] = await strategy.refresh()
+                report = self._report(strategy.name) if reported else None
+                counts[strategy.name] = await strategy.refresh(report)
             return counts
 
     # --- the tool ------------------------------------------------------------------------------
