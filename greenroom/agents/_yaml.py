@@ -5,8 +5,7 @@ the line to fix. The whole file is checked before failing, so one run reports ev
 What docker-agent's format allows and greenroom will not do as written (keys it does not
 implement such as ``code_mode_tools``, sub-agents from a catalog, ...) is accepted and listed in
 :attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
-toolset type) is an error. The model side is read by ``_yaml_models.py``, ``rag`` by
-``_yaml_rag.py``.
+toolset type) is an error. Models are read by ``_yaml_models.py``, ``rag`` by ``_yaml_rag.py``.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from ._yaml_context import (
 from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
-from ._yaml_rag import RagParser, agent_rag
+from ._yaml_rag import agent_rag, parse_rag
 
 _TOP_KEYS = {
     "version",
@@ -429,19 +428,14 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         return None
     if not agents_raw:
         c.fail(line_of(doc, "agents") or 1, "agents", "declares no agent")
-    rag_sources: dict[str, RagSource] = {}
-    rag_names: set[str] = set()
-    if "rag" in doc:
-        parser = RagParser(c, refs, models, providers)
-        rag_sources = parser.parse(doc["rag"], line_of(doc, "rag") or 1)
-        rag_names = {str(k) for k in as_mapping(doc["rag"]) or {}}
+    rag = parse_rag(c, doc, refs, models, providers)
     agents = {}
     for name, raw in agents_raw.items():
         line = line_of(agents_raw, name, value=False) or 1
         if not isinstance(name, str):
             c.fail(line, "agents", f"agent name {name!r} is not a string")
             continue
-        agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps, (rag_sources, rag_names))
+        agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps, rag)
         if agent is not None:
             agents[name] = agent
     permissions = None

@@ -352,6 +352,20 @@ class RagParser:
         )
 
 
+def parse_rag(
+    c: Checker,
+    doc: Mapping[Any, Any],
+    refs: ModelRefs,
+    models: Mapping[str, ModelConfig],
+    providers: Mapping[str, CustomProvider],
+) -> tuple[dict[str, RagSource], set[str]]:
+    """The file's valid ``rag`` sources, and the names of all (an agent may name a bad one)."""
+    if "rag" not in doc:
+        return {}, set()
+    sources = RagParser(c, refs, models, providers).parse(doc["rag"], line_of(doc, "rag") or 1)
+    return sources, {str(k) for k in as_mapping(doc["rag"]) or {}}
+
+
 def agent_rag(
     c: Checker,
     mapping: Mapping[Any, Any],

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import re
+import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,7 @@ class Strategy:
                 try:
                     if await self._index_file(state):
                         indexed += 1
-                except (RagError, EmbeddingError, OSError) as exc:
+                except (RagError, EmbeddingError, OSError, sqlite3.Error) as exc:
                     failures.append(exc)
             done += 1
             if report is not None and (done * 20 // total != (done - 1) * 20 // total):
@@ -177,6 +178,7 @@ class Strategy:
         assert self.summarizer is not None
         out = [""] * len(chunks)
         limiter = trio.CapacityLimiter(self.config.max_embedding_concurrency)
+        failures: list[str] = []
 
         async def one(index: int) -> None:
             async with limiter:
@@ -184,12 +186,16 @@ class Strategy:
                 assert self.summarizer is not None
                 try:
                     out[index] = (await self.summarizer.ask("", prompt)).strip() or chunks[index]
-                except Exception as exc:
-                    raise RagError(f"summarizing {path} failed: {exc}") from None
+                except Exception as exc:  # any provider failure: reported, not raised here
+                    failures.append(
+                        f"summarizing {path} with {self.summarizer.model.ref} failed: {exc}"
+                    )
 
         async with trio.open_nursery() as nursery:
             for index in range(len(chunks)):
                 nursery.start_soon(one, index)
+        if failures:
+            raise RagError(failures[0])
         return out
 
     async def query(self, text: str) -> list[Hit]:
@@ -290,7 +296,7 @@ class RagSearch:
     async def _index_in_background(self) -> None:
         try:
             counts = await self.refresh(reported=True)
-        except RagError as exc:
+        except Exception as exc:  # a service must not fail the runtime: reported instead
             text = (
                 f"rag {self.source.name}: indexing failed: {exc}. Searches will retry; "
                 "fix the model endpoint or the documents and search again."
@@ -322,7 +328,7 @@ class RagSearch:
                 hits = await self.run_query(query)
         except trio.TooSlowError:
             return error(f"RAG query failed: no answer within {SEARCH_TIMEOUT:.0f} seconds")
-        except (RagError, EmbeddingError, FusionError, OSError) as exc:
+        except (RagError, EmbeddingError, FusionError, OSError, sqlite3.Error) as exc:
             return error(f"RAG query failed: {exc}")
         out = [
             {
