@@ -307,3 +307,21 @@ def test_model_config_is_resolved_with_its_endpoint(tmp_path: Path) -> None:
     assert strategy.embedding_model == ModelConfig(
         name="embedder", provider="openai", model="embed-fake", base_url="http://127.0.0.1:2/v1"
     )
+
+
+async def test_a_failing_summarizer_is_an_error_result(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("one chunk")
+    (docs / "b.txt").write_text("another chunk")
+    extra = "        chat_model: judge\n"
+    with trio.fail_after(DEADLINE):
+        async with servers() as (chat, embeddings):
+            path = agent_file(tmp_path, chat.base_url, embeddings.base_url, extra)
+            path.write_text(path.read_text().replace("chunked-embeddings", "semantic-embeddings"))
+            search = RagSearch(source_of(path), context(tmp_path))
+            result = await search.search({"query": "chunk"})  # the chat server answers 400
+    assert result.is_error
+    assert "RAG query failed: semantic-embeddings: summarizing" in result.output
+    assert "with openai/judge-fake failed" in result.output
+    assert embeddings.inputs == []  # nothing embedded, nothing stored half-way
