@@ -249,6 +249,7 @@ async def test_an_embedding_model_without_an_embeddings_api_is_refused_at_build(
     assert tools.tools == {}
     (warning,) = tools.warnings
     assert "provider 'anthropic' has no embeddings API in greenroom" in warning
+    assert "or google" in warning
     await trio.lowlevel.checkpoint()
 
 
@@ -325,3 +326,48 @@ async def test_a_failing_summarizer_is_an_error_result(tmp_path: Path) -> None:
     assert "RAG query failed: semantic-embeddings: summarizing" in result.output
     assert "with openai/judge-fake failed" in result.output
     assert embeddings.inputs == []  # nothing embedded, nothing stored half-way
+
+
+class FakeGeminiEmbeddings(FakeOpenAI):
+    """Answers Gemini's ``batchEmbedContents`` with :func:`embed` of each text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.responder = self.answer
+
+    def answer(self, record: Recorded) -> Reply:
+        if not record.path.endswith(":batchEmbedContents"):
+            return Reply(status=404, body={"error": {"message": "not here"}})
+        texts = [r["content"]["parts"][0]["text"] for r in record.json["requests"]]
+        body = json.dumps({"embeddings": [{"values": embed(t)} for t in texts]})
+        return Reply(events=(body.encode(),), content_type="application/json")
+
+
+async def test_gemini_embeddings(tmp_path: Path) -> None:
+    docs = write_docs(tmp_path)
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            gemini = await nursery.start(FakeGeminiEmbeddings().serve)
+            path = agent_file(tmp_path, "http://127.0.0.1:9/v1", gemini.url)
+            text = path.read_text().replace(
+                "embedder: {provider: openai, model: embed-fake,",
+                "embedder: {provider: google, model: gemini-embed, token_key: MY_KEY,",
+            )
+            path.write_text(text)
+            ctx = ToolContext(
+                working_dir=tmp_path, data_dir=tmp_path / "data", env={**ENV, "MY_KEY": "k-1"}
+            )
+            search = RagSearch(source_of(path), ctx)
+            result = await search.search({"query": "purple teeth"})
+            gemini.stop()
+    found = json.loads(result.output)
+    assert found[0]["source_path"] == str(docs / "looks.md")
+    request = gemini.requests[-1]
+    assert request.path == "/v1beta/models/gemini-embed:batchEmbedContents"
+    assert request.headers["x-goog-api-key"] == "k-1"
+    (asked,) = request.json["requests"]
+    assert asked == {
+        "model": "models/gemini-embed",
+        "content": {"parts": [{"text": "purple teeth"}]},
+        "outputDimensionality": 9,
+    }

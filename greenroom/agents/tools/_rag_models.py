@@ -1,11 +1,14 @@
-"""The model calls of RAG: embeddings (OpenAI's ``POST /v1/embeddings``) and the chat calls
-that summarize chunks (``semantic-embeddings``) and rerank results.
+"""The model calls of RAG: embeddings and the chat calls that summarize chunks
+(``semantic-embeddings``) and rerank results.
 
-Embeddings go to the embedding model's OpenAI-compatible endpoint, found as for chat models
-(the model's ``base_url``, its vendor's endpoint, ``OPENAI_BASE_URL``, OpenAI's API; the key
-from ``token_key`` or the vendor's variable). Other APIs (Anthropic, Gemini, Bedrock) are
-refused when the toolset is built, naming the provider. Chat calls use the model's provider,
-whatever its API.
+Embeddings go to the embedding model's endpoint, found as for chat models. OpenAI-compatible
+providers: ``POST {base_url}/embeddings`` (the model's ``base_url``, its vendor's endpoint,
+``OPENAI_BASE_URL``, OpenAI's API; the key from ``token_key`` or the vendor's variable).
+``google``: Gemini's ``POST {base}/v1beta/models/{model}:batchEmbedContents`` with
+``outputDimensionality`` (``base_url``, ``GOOGLE_GEMINI_BASE_URL`` or Google's; the key from
+``token_key``, ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``; not Vertex AI). Other APIs (Anthropic,
+Bedrock) are refused when the toolset is built, naming the provider. Chat calls use the
+model's provider, whatever its API.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from ._base import ToolsetError
 from ._rag_index import Hit
 
 REQUEST_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+GOOGLE_KEY_VARS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")  # the Google provider's order
+GOOGLE_BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"
+GOOGLE_DEFAULT_URL = "https://generativelanguage.googleapis.com"
 
 
 class EmbeddingError(Exception):
@@ -40,34 +46,76 @@ class Embedder:
     """Embeds texts with one model; see the module docstring for the endpoint and key."""
 
     def __init__(self, model: ModelConfig, env: Mapping[str, str], dimensions: int) -> None:
-        if api_of(model) != "openai":
-            raise ToolsetError(
-                f"embedding model {model.ref}: provider {model.provider!r} has no embeddings "
-                "API in greenroom; use an OpenAI-compatible provider (openai, dmr, a custom "
-                "provider with base_url)"
-            )
-        vendor = VENDORS.get(model.provider)
-        base_url = model.base_url or (vendor.base_url if vendor else "")
-        if vendor is not None and vendor.name == "dmr" and not base_url:
-            base_url = _dmr_url(env)
-        custom = base_url or env.get(BASE_URL_VAR, "").strip()
-        try:
-            self.base_url = expand_env(custom or DEFAULT_BASE_URL, env).rstrip("/")
-        except Exception as exc:
-            raise ToolsetError(f"embedding model {model.ref}: {exc}") from None
-        self.key_var = model.token_key or (vendor.key_var if vendor else DEFAULT_KEY_VAR)
-        if vendor is None or vendor.name == "openai":
-            self.key_var = model.token_key or DEFAULT_KEY_VAR
-            self.required = not (custom and not model.token_key)
-        else:
-            self.required = bool(vendor.key_var or model.token_key)
         self.model = model
         self.env = env
         self.dimensions = dimensions
+        self.api = api_of(model)
+        vendor = VENDORS.get(model.provider)
+        if self.api == "google":
+            base_url = model.base_url or env.get(GOOGLE_BASE_URL_VAR, "").strip()
+            self.key_vars: tuple[str, ...] = (
+                (model.token_key,) if model.token_key else GOOGLE_KEY_VARS
+            )
+            self.required = True
+            base_url = base_url or GOOGLE_DEFAULT_URL
+        elif self.api == "openai":
+            base_url = model.base_url or (vendor.base_url if vendor else "")
+            if vendor is not None and vendor.name == "dmr" and not base_url:
+                base_url = _dmr_url(env)
+            custom = base_url or env.get(BASE_URL_VAR, "").strip()
+            base_url = custom or DEFAULT_BASE_URL
+            if vendor is None or vendor.name == "openai":
+                self.key_vars = (model.token_key or DEFAULT_KEY_VAR,)
+                self.required = not (custom and not model.token_key)
+            else:
+                self.key_vars = (model.token_key or vendor.key_var,)
+                self.required = bool(vendor.key_var or model.token_key)
+        else:
+            raise ToolsetError(
+                f"embedding model {model.ref}: provider {model.provider!r} has no embeddings "
+                "API in greenroom; use an OpenAI-compatible provider (openai, dmr, a custom "
+                "provider with base_url) or google"
+            )
+        try:
+            self.base_url = expand_env(base_url, env).rstrip("/")
+        except Exception as exc:
+            raise ToolsetError(f"embedding model {model.ref}: {exc}") from None
 
     @property
     def identity(self) -> str:
-        return f"{self.model.model}@{self.base_url}/{self.dimensions}"
+        return f"{self.api}:{self.model.model}@{self.base_url}/{self.dimensions}"
+
+    def _key(self) -> str:
+        for var in self.key_vars[:-1]:
+            if self.env.get(var, "").strip():
+                return self.env[var].strip()
+        try:
+            return read_key(self.env, self.key_vars[-1], required=self.required, ref=self.model.ref)
+        except Exception as exc:
+            raise EmbeddingError(str(exc)) from None
+
+    def _request(self, texts: Sequence[str], key: str) -> tuple[str, Any, dict[str, str]]:
+        """URL, JSON body and headers of one embeddings request."""
+        if self.api == "google":
+            name = f"models/{self.model.model.removeprefix('models/')}"
+            requests = [
+                {
+                    "model": name,
+                    "content": {"parts": [{"text": text}]},
+                    "outputDimensionality": self.dimensions,
+                }
+                for text in texts
+            ]
+            url = f"{self.base_url}/v1beta/{name}:batchEmbedContents"
+            return url, {"requests": requests}, {"x-goog-api-key": key}
+        body = {"model": self.model.model, "input": list(texts)}
+        return f"{self.base_url}/embeddings", body, {"Authorization": f"Bearer {key}"}
+
+    def _vectors(self, payload: Any) -> list[list[float]]:
+        if self.api == "google":
+            return [[float(x) for x in item["values"]] for item in payload["embeddings"]]
+        data = sorted(payload["data"], key=lambda d: int(d.get("index", 0)))
+        return [[float(x) for x in item["embedding"]] for item in data]
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order.
@@ -77,17 +125,10 @@ class Embedder:
                 vectors are not ``dimensions`` long.
         """
         ref = self.model.ref
-        try:
-            key = read_key(self.env, self.key_var, required=self.required, ref=ref)
-        except Exception as exc:
-            raise EmbeddingError(str(exc)) from None
-        url = f"{self.base_url}/embeddings"
-        body = {"model": self.model.model, "input": list(texts)}
+        url, body, headers = self._request(texts, self._key())
         try:
             async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
-                response = await client.post(
-                    url, json=body, headers={"Authorization": f"Bearer {key}"}
-                )
+                response = await client.post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise EmbeddingError(
                 f"embedding endpoint {url} unreachable ({type(exc).__name__}: {exc}); "
@@ -99,8 +140,7 @@ class Embedder:
                 f"{response.text[:300]}"
             )
         try:
-            data = sorted(response.json()["data"], key=lambda d: int(d.get("index", 0)))
-            vectors = [[float(x) for x in item["embedding"]] for item in data]
+            vectors = self._vectors(response.json())
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(
                 f"embedding endpoint {url} answered no embeddings: {exc}"
