@@ -169,6 +169,21 @@ def test_chunks_have_the_size_and_overlap_asked_and_cut_between_words() -> None:
     plain = chunk_text("abcdefghij", RagChunking(size=4, overlap=1, respect_word_boundaries=False))
     assert plain == ["abcd", "defg", "ghij"]
     assert chunk_text("   ", RagChunking()) == []
+    # a word longer than a chunk is cut, and nothing of it is lost
+    long = "x" * 25 + " tail"
+    pieces = chunk_text(long, RagChunking(size=10, overlap=2, respect_word_boundaries=True))
+    assert all(len(p) <= 10 for p in pieces) and pieces[-1].endswith("tail")
+    assert pieces == ["x" * 10, "x" * 10, "x" * 9, "tail"]  # the long word cut, overlapping
+    words = "alpha beta gamma delta epsilon zeta eta theta"
+    assert chunk_text(words, RagChunking(size=12, overlap=5)) == [
+        "alpha beta",
+        "beta gamma",
+        "gamma delta",
+        "delta",
+        "epsilon zeta",
+        "zeta eta",
+        "eta theta",
+    ]
 
 
 def test_bm25_ranks_the_document_with_the_rare_query_words_first() -> None:

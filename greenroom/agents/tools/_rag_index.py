@@ -68,8 +68,9 @@ class FileState:
 def chunk_text(text: str, chunking: RagChunking) -> list[str]:
     """``text`` cut into pieces of at most ``size`` characters, each starting ``overlap``
     characters before the previous one ended; with ``respect_word_boundaries`` a cut moves
-    back to the nearest whitespace (when there is one in the last fifth of the piece) and a
-    piece starts at a word. Blank pieces are dropped; pieces are stripped."""
+    back to the nearest whitespace (searched over a fifth of ``size``, 50 to 500 characters)
+    and a piece starts at a word (unless that word is longer than the overlap). Blank pieces
+    are dropped; pieces are stripped."""
     size = max(chunking.size, 1)
     overlap = max(chunking.overlap, 0) if chunking.overlap < size else size // 2
     pieces: list[str] = []
@@ -77,7 +78,7 @@ def chunk_text(text: str, chunking: RagChunking) -> list[str]:
     while start < total:
         end = min(start + size, total)
         if chunking.respect_word_boundaries and end < total:
-            floor = end - max(min(size // 5, 500), 1)
+            floor = end - min(max(size // 5, 50), 500)
             cut = end
             while cut > max(start, floor) and not text[cut].isspace():
                 cut -= 1
@@ -89,9 +90,12 @@ def chunk_text(text: str, chunking: RagChunking) -> list[str]:
         if end >= total:
             break
         nxt = max(end - overlap, start + 1)
-        if chunking.respect_word_boundaries and nxt > 0 and not text[nxt - 1].isspace():
-            while nxt < total and not text[nxt].isspace():
-                nxt += 1
+        if chunking.respect_word_boundaries and not text[nxt - 1].isspace():
+            word_end = nxt
+            while word_end < min(end + 1, total) and not text[word_end].isspace():
+                word_end += 1
+            if word_end < total and text[word_end].isspace():
+                nxt = word_end  # else a word longer than the overlap: cut inside it
         while chunking.respect_word_boundaries and nxt < total and text[nxt].isspace():
             nxt += 1
         start = nxt
