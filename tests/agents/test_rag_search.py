@@ -371,3 +371,18 @@ async def test_gemini_embeddings(tmp_path: Path) -> None:
         "content": {"parts": [{"text": "purple teeth"}]},
         "outputDimensionality": 9,
     }
+
+
+async def test_a_silent_embedder_ends_the_search_at_its_deadline(tmp_path: Path) -> None:
+    write_docs(tmp_path)
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            silent = await nursery.start(FakeOpenAI().serve)
+            silent.responder = lambda _: Reply(ending="stall")  # headers, then nothing
+            path = agent_file(tmp_path, silent.base_url, silent.base_url)
+            search = RagSearch(source_of(path), context(tmp_path))
+            search.timeout = 0.5  # real clock: the fake server is a real server
+            result = await search.search({"query": "blork"})
+            silent.stop()
+    assert result.is_error
+    assert result.output.startswith("RAG query failed: no answer within 0.5 seconds")

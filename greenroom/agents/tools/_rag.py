@@ -235,6 +235,7 @@ class RagSearch:
             self.reranker = ChatModel(rr.model, ctx.env, source.agent_file)
         self._lock = trio.Lock()
         self._started = False
+        self.timeout = SEARCH_TIMEOUT
         name = source.tool_name
         description = source.tool.description or (
             f"Search the documents of {name} for passages relevant to a question. Give a "
@@ -324,10 +325,13 @@ class RagSearch:
         if not query:
             return error("query cannot be empty")
         try:
-            with trio.fail_after(SEARCH_TIMEOUT):
+            with trio.fail_after(self.timeout):
                 hits = await self.run_query(query)
         except trio.TooSlowError:
-            return error(f"RAG query failed: no answer within {SEARCH_TIMEOUT:.0f} seconds")
+            return error(
+                f"RAG query failed: no answer within {self.timeout:g} seconds (the index "
+                "may still be being built, or a model endpoint is slow); try again later"
+            )
         except (RagError, EmbeddingError, FusionError, OSError, sqlite3.Error) as exc:
             return error(f"RAG query failed: {exc}")
         out = [
