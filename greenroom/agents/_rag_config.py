@@ -49,6 +49,8 @@ class RagStrategy:
     docs: tuple[str, ...] = ()
     """Every document path of the strategy: the source's shared ones, then its own."""
     database: str = ""
+    respect_vcs: bool | None = None
+    """Overrides the source's ``respect_vcs`` for this strategy (None: the source's)."""
     chunking: RagChunking = RagChunking()
     limit: int = 5
     threshold: float = 0.0

@@ -46,7 +46,7 @@ from .providers._catalog import CustomProvider, apply_custom_provider
 
 _SOURCE_KEYS = {"tool", "docs", "respect_vcs", "strategies", "results"}
 _TOOL_KEYS = {"name", "description", "instruction"}
-_COMMON = {"type", "docs", "database", "chunking", "limit"}
+_COMMON = {"type", "docs", "database", "chunking", "limit", "respect_vcs"}
 _EMBEDDING = {
     "embedding_model",
     "vector_dimensions",
@@ -227,6 +227,7 @@ class RagParser:
             "docs": docs,
             "database": r.get("database", as_str, "a path to an SQLite database", ""),
             "limit": r.get("limit", as_positive, "a positive integer", 5),
+            "respect_vcs": r.get("respect_vcs", as_bool, "a boolean", None),
         }
         if "chunking" in mapping:
             fields["chunking"] = self._chunking(r)

@@ -17,7 +17,7 @@ from greenroom.agents._rag_config import RagChunking, RagFusion, RagSource, RagS
 from greenroom.agents.tools._base import ToolContext
 from greenroom.agents.tools._rag import RagSearch
 from greenroom.agents.tools._rag_fusion import FusionError, deduplicate, fuse
-from greenroom.agents.tools._rag_index import Hit, bm25_scores, chunk_text, tokens
+from greenroom.agents.tools._rag_index import Hit, bm25_scores, chunk_text, collect_files, tokens
 from greenroom.errors import AgentConfigError
 
 EXAMPLES = Path(__file__).with_name("rag_files")
@@ -285,3 +285,34 @@ async def test_an_empty_query_is_an_error_result(tmp_path: Path) -> None:
     result = await search.search({"query": "  "})
     assert result.is_error and "query cannot be empty" in result.output
     await trio.lowlevel.checkpoint()
+
+
+def test_gitignore_rules_of_the_repository_and_the_listed_directory(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    docs = repo / "docs"
+    (docs / "build").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (repo / ".gitignore").write_text("*.log\n")
+    (docs / ".gitignore").write_text("build/\n")
+    (docs / "a.md").write_text("a")
+    (docs / "b.log").write_text("b")
+    (docs / "build" / "c.md").write_text("c")
+    (docs / ".secret").write_text("d")
+    named = docs / "kept.log"
+    named.write_text("named on its own")
+
+    def names(respect_vcs: bool, *extra: str) -> list[str]:
+        found = collect_files([str(docs), *extra], respect_vcs)
+        return sorted(Path(f.path).relative_to(docs).as_posix() for f in found)
+
+    assert names(True) == ["a.md"]
+    assert names(True, str(named)) == ["a.md", "kept.log"]
+    assert names(True, str(docs / "**" / "*.md")) == ["a.md"]
+    assert names(False) == ["a.md", "b.log", "build/c.md", "kept.log"]
+
+
+def test_a_strategy_can_override_respect_vcs() -> None:
+    config = parse(BASE + "      - type: bm25\n        respect_vcs: false\n")
+    (strategy,) = config.agents["root"].rag[0].strategies
+    assert strategy.respect_vcs is False
+    assert config.agents["root"].rag[0].respect_vcs is True

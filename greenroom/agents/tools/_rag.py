@@ -120,9 +120,10 @@ class Strategy:
         if not self._opened:
             await trio.to_thread.run_sync(self.store.open)
             self._opened = True
-        files = await trio.to_thread.run_sync(
-            collect_files, self.config.docs, self.source.respect_vcs
-        )
+        respect_vcs = self.config.respect_vcs
+        if respect_vcs is None:
+            respect_vcs = self.source.respect_vcs
+        files = await trio.to_thread.run_sync(collect_files, self.config.docs, respect_vcs)
         stale, removed = await trio.to_thread.run_sync(self.store.changed, files)
         if removed:
             await trio.to_thread.run_sync(self.store.remove, removed)

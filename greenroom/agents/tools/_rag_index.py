@@ -105,38 +105,68 @@ def chunk_text(text: str, chunking: RagChunking) -> list[str]:
 # --- finding documents ---------------------------------------------------------------------------
 
 
-def _ignored(root: Path, respect_vcs: bool) -> pathspec.GitIgnoreSpec | None:
-    gitignore = root / ".gitignore"
-    if not respect_vcs or not gitignore.is_file():
-        return None
+def _spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
+    """The rules of ``folder/.gitignore`` (None: no such file)."""
     try:
-        lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines.splitlines())
 
 
-def _walk(root: Path, respect_vcs: bool) -> Iterator[Path]:
-    spec = _ignored(root, respect_vcs)
+class Ignored:
+    """``.gitignore`` rules as git reads them: each ``.gitignore`` from the file's directory up
+    to the top of its git repository applies (relative to its own directory); outside a
+    repository, those up to the listed directory (cached per directory)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._repos: dict[Path, Path | None] = {}
+
+    def _cached(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+        if folder not in self._specs:
+            self._specs[folder] = _spec(folder)
+        return self._specs[folder]
+
+    def _repo(self, folder: Path) -> Path | None:
+        if folder not in self._repos:
+            repos = [p for p in (folder, *folder.parents) if (p / ".git").exists()]
+            self._repos[folder] = repos[0] if repos else None
+        return self._repos[folder]
+
+    def __call__(self, path: Path, listed: Path | None) -> bool:
+        top = self._repo(path.parent) or listed or path.parent
+        for folder in (path.parent, *path.parent.parents):
+            spec = self._cached(folder)
+            if spec is not None and spec.match_file(path.relative_to(folder).as_posix()):
+                return True
+            if folder == top or folder == folder.parent:
+                break
+        return False
+
+
+def _walk(root: Path) -> Iterator[Path]:
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            if name.startswith(".") or (spec is not None and spec.match_file(rel)):
-                continue
-            yield path
+            if not name.startswith("."):
+                yield Path(folder) / name
 
 
 def collect_files(docs: Iterable[str], respect_vcs: bool = True) -> list[FileState]:
-    """The files ``docs`` name (files, directories walked, ``**`` globs), text only."""
+    """The files ``docs`` name (files, directories walked, ``**`` globs), text only. With
+    ``respect_vcs`` walked and globbed files that ``.gitignore`` rules exclude are left out
+    (see :class:`Ignored`); a file named on its own is always taken."""
     found: dict[str, FileState] = {}
+    ignored = Ignored() if respect_vcs else None
     for doc in docs:
         candidates: Iterable[Path]
+        listed: Path | None = None
         if _GLOB.search(doc):
             candidates = (Path(p) for p in sorted(glob.glob(doc, recursive=True)))
         elif os.path.isdir(doc):
-            candidates = _walk(Path(doc), respect_vcs)
+            listed = Path(doc)
+            candidates = _walk(listed)
         else:
             candidates = [Path(doc)]
         for path in candidates:
@@ -145,6 +175,10 @@ def collect_files(docs: Iterable[str], respect_vcs: bool = True) -> list[FileSta
             except OSError:
                 continue
             if not path.is_file() or stat.st_size > MAX_FILE_BYTES or _binary(path):
+                continue
+            named = not _GLOB.search(doc) and listed is None
+            where = listed.absolute() if listed is not None else None
+            if ignored is not None and not named and ignored(path.absolute(), where):
                 continue
             key = str(path)
             found.setdefault(key, FileState(key, stat.st_size, stat.st_mtime_ns))
