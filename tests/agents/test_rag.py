@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from greenroom.agents import parse_agent_file
+from greenroom.agents import agent_file_to_json, parse_agent_file
 from greenroom.agents._rag_config import RagChunking, RagFusion, RagSource, RagStrategy
 from greenroom.agents.tools._base import ToolContext
 from greenroom.agents.tools._rag import RagSearch
@@ -65,6 +65,12 @@ def test_hybrid_example_keys_are_read() -> None:
     assert (bm25.type, bm25.k1, bm25.b, bm25.threshold, bm25.limit) == ("bm25", 1.5, 0.75, 0.3, 15)
     assert source.results.fusion == RagFusion("rrf", 60)
     assert (source.results.limit, source.results.deduplicate) == (5, True)
+
+
+def test_the_json_view_lists_an_agents_rag_sources() -> None:
+    path = EXAMPLES / "hybrid.yaml"
+    config = parse_agent_file(path.read_text(), str(path))
+    assert agent_file_to_json(config)["agents"]["root"]["rag"] == ["knowledge_base"]
 
 
 def test_reranking_and_semantic_examples_resolve_their_models() -> None:
