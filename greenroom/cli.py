@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         "this long (a second signal stops at once; default 30 with PostgreSQL, else 0)",
     )
     serve.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces (OTLP; endpoint and protocol from the OTEL_* "
+        "variables, which turn tracing on by themselves too; see docs/observability.md)",
+    )
+    serve.add_argument(
         "--auth-token",
         default=None,  # not given: $GREENROOM_AUTH_TOKEN; given but blank: exit 2
         help="bearer token required on every route but /health and /ready "
@@ -233,6 +239,21 @@ def build_parser() -> argparse.ArgumentParser:
         "turns of 200 tokens; 0 = no cap)",
     )
     serve.add_argument(
+        "--webhook-allow",
+        action="append",
+        default=[],
+        metavar="URL-PREFIX",
+        help="a run may ask for a webhook (its summary POSTed when it ends) under this URL "
+        "prefix (scheme, host, port and path compared; repeatable; default: none allowed)",
+    )
+    serve.add_argument(
+        "--webhook-secret",
+        default=os.environ.get("GREENROOM_WEBHOOK_SECRET", ""),
+        metavar="SECRET",
+        help="the HMAC-SHA256 key webhooks are signed with (Greenroom-Signature; default: "
+        "$GREENROOM_WEBHOOK_SECRET; required with --webhook-allow)",
+    )
+    serve.add_argument(
         "--mcp-oauth-redirect-uri",
         default="",
         metavar="URL",
@@ -260,6 +281,20 @@ def build_parser() -> argparse.ArgumentParser:
         "with runtime: {titles: false})",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text: a line for a person (default); json: one JSON object per line with time, "
+        "level, message, logger, node and, where known, session, turn and trace ids",
+    )
+    serve.add_argument(
+        "--metrics-token",
+        default=os.environ.get("GREENROOM_METRICS_TOKEN", ""),
+        metavar="TOKEN",
+        help="a bearer token GET /metrics also takes, for a scraper that should not hold the "
+        "API token (default: $GREENROOM_METRICS_TOKEN; see docs/observability.md)",
+    )
 
     nodes = sub.add_parser("nodes", help="list the nodes of a cluster and their sessions")
     nodes.add_argument(
@@ -340,9 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return transfer_main(args)
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from greenroom.observe import configure_logging
+
+    configure_logging(args.log_level, args.log_format, args.node_id or socket.gethostname())
     # The options and their checks only: a bad option or a port in use is reported before the
     # server's modules load (about a second of CPU).
     from greenroom.errors import GreenroomError
@@ -391,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_ttl=args.lease_ttl,
         lease_renew=args.lease_renew,
         drain_timeout=args.drain_timeout,
+        metrics_token=args.metrics_token,
+        otel=args.otel,
+        webhook_allow=tuple(args.webhook_allow),
+        webhook_secret=args.webhook_secret,
     )
     try:
         check_config(cfg)

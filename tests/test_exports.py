@@ -30,7 +30,11 @@ EXPORTS: dict[str, set[str]] = {
         "RecoveryReport",
         "Registry",
         "RegistryConfig",
+        "RemoteFire",
+        "RunFacts",
         "RunStream",
+        "ScheduleSpec",
+        "Scheduler",
         "SessionHandle",
         "SessionSnapshot",
         "SessionStatistics",
@@ -46,6 +50,8 @@ EXPORTS: dict[str, set[str]] = {
         "plan_recovery",
         "recover",
         "recover_session",
+        "answer_json",
+        "run_json",
     },
     "greenroom.client": {
         "ApiError",
@@ -164,6 +170,9 @@ EXPORTS: dict[str, set[str]] = {
         "user_message_index",
         "utcnow",
         "visible_messages",
+        "WebhookPrefix",
+        "check_webhook",
+        "parse_webhook_allow",
     },
     "greenroom.transport": {
         "AgentCatalog",
@@ -178,6 +187,7 @@ EXPORTS: dict[str, set[str]] = {
         "ShieldedSend",
         "check_bearer",
         "create_app",
+        "scheduled_forward",
     },
 }
 

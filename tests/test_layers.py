@@ -198,6 +198,9 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_environment",
                 "_hooks",
                 "_answer_schema",
+                "_codemode",
+                "_js_sandbox",
+                "_js_worker",
             }
         ),
     ),

@@ -20,6 +20,8 @@ HEAVY = (
     "prompt_toolkit",
     "playwright",
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
+    "quickjs",  # code mode: only ever in a script's child process (decision 0032)
+    "opentelemetry.sdk",  # traces: only when turned on (--otel, OTEL_*)
 )
 
 
@@ -87,3 +89,37 @@ def test_the_lazy_provider_classes_resolve() -> None:
     assert "GoogleProvider" in dir(providers)
     with pytest.raises(AttributeError):
         _ = providers.NoSuchProvider
+
+
+def test_a_code_mode_agent_never_loads_the_interpreter_in_the_server() -> None:
+    code = """
+from greenroom.agents import LocalRuntime, parse_agent_file
+text = "agents:\\n  root:\\n    model: openai/x\\n    code_mode_tools: true\\n"
+config = parse_agent_file(text + "    toolsets:\\n      - type: shell\\n", "a.yaml")
+tools = LocalRuntime(config, provider_for=lambda model: None).tools_of()
+assert list(tools.tools) == ["run_tools_with_javascript"], list(tools.tools)
+"""
+    assert imported_after(code) == []
+
+
+def test_tracing_off_imports_no_opentelemetry_at_all() -> None:
+    """Off (the default), a span is the shared no-op: not even the OpenTelemetry API loads."""
+    code = """
+import greenroom.serve._server, greenroom.cli
+from greenroom.observe import capture, inject, span
+with span("x", {"k": 1}) as s:
+    s.set_attribute("k", 2)
+assert capture() is None
+inject({})
+import sys
+assert not [m for m in sys.modules if m.startswith("opentelemetry")], "opentelemetry imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_tracing_on_imports_the_sdk() -> None:
+    code = """
+from greenroom.observe import setup_tracing
+assert setup_tracing("n", env={"OTEL_TRACES_EXPORTER": "console"})
+"""
+    assert imported_after(code) == ["opentelemetry.sdk"]

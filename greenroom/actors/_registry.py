@@ -22,11 +22,12 @@ from greenroom.errors import (
     GreenroomError,
     NodeFenced,
     OwnedElsewhere,
+    RunNotFound,
     SessionExists,
     SessionGone,
     SessionNotFound,
 )
-from greenroom.persistence import Persistence, ToolCallRecord
+from greenroom.persistence import Persistence, RunRecord, ToolCallRecord
 
 from . import _commands as c
 from ._context import RegistryConfig
@@ -36,6 +37,7 @@ from ._handle import SessionHandle, StreamGuard
 from ._logs import EventLogs, EventSource
 from ._readiness import Readiness, readiness
 from ._results import GuardTicket, SessionStatistics
+from ._runs import live_record
 from ._session import SessionActor
 from ._subscription import Subscription
 
@@ -248,6 +250,25 @@ class Registry:
             if owner is not None and owner.node_id != membership.node_id:
                 raise OwnedElsewhere(owner=owner.node_id, owner_url=owner.advertise_url)
         return await self.store.get_session(session_id)
+
+    async def runs(self, session_id: str, limit: int = 50) -> list[RunRecord]:
+        """The session's newest runs, newest first, from the store (any node can read them);
+        the running one of an actor here shows what it used so far."""
+        if self.logs.is_deleted(session_id):
+            raise SessionNotFound(session_id)
+        return [self._live(r) for r in await self.persistence.run_log.runs(session_id, limit)]
+
+    async def run(self, session_id: str, run_id: str) -> RunRecord:
+        if self.logs.is_deleted(session_id):
+            raise SessionNotFound(session_id)
+        found = await self.persistence.run_log.run(session_id, run_id)
+        if found is None:
+            raise RunNotFound(f"session {session_id} has no run {run_id!r}")
+        return self._live(found)
+
+    def _live(self, record: RunRecord) -> RunRecord:
+        actor = self._actors.get(record.turn.session_id)
+        return live_record(record, actor.turn if actor is not None else None)
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()

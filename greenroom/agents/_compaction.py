@@ -32,6 +32,7 @@ from greenroom.domain import (
     Warning,
 )
 from greenroom.errors import ModelContextOverflow
+from greenroom.observe import metrics, model_call_span, record_model_response
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
@@ -149,7 +150,10 @@ class _Call:
             max_tokens=self.max_tokens,
             thinking=False,  # a summary needs no reasoning budget (as titles)
         )
-        response = await self.provider.complete(request, _ignore)
+        model = self.model
+        with model_call_span(model.provider, model.model, purpose="compaction") as traced:
+            response = await self.provider.complete(request, _ignore)
+            record_model_response(traced, response)
         usage = response.usage
         self.input_tokens += usage.input_tokens + usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
@@ -194,6 +198,9 @@ async def compact(
         call = _Call(model, provider, facts, additional)
         try:
             text = await call.summarise(chunks)
+        except Exception:
+            metrics().compactions.labels("failed").inc()
+            raise
         finally:
             if call.calls:
                 io.add_usage(call.input_tokens, call.output_tokens, call.cost or 0.0)
@@ -207,6 +214,7 @@ async def compact(
             usage=Usage(input_tokens=call.input_tokens, output_tokens=call.output_tokens),
         )
         await io.add_summary(summary)
+        metrics().compactions.labels("done").inc()
         await io.emit(SessionSummaryEvent(text, session.id, agent_name))
         return summary
     finally:

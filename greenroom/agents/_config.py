@@ -127,6 +127,8 @@ class AgentConfig:
     skills: tuple[str, ...] = ()
     """Skill sources: ``local`` (SKILL.md files on disk) and URLs (not fetched by greenroom)."""
     add_description_parameter: bool = False
+    code_mode_tools: bool = False
+    """The tools offered as functions of one JavaScript tool (``_codemode.py``)."""
     hooks: HooksConfig | None = None
     structured_output: StructuredOutput | None = None
     """The JSON schema the agent's final answer must match (checked after each turn)."""
@@ -264,6 +266,7 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "add_prompt_files": list(agent.add_prompt_files),
             "skills": list(agent.skills),
             "add_description_parameter": agent.add_description_parameter,
+            "code_mode_tools": agent.code_mode_tools,
             "hooks": _hooks_json(agent.hooks) if agent.hooks else None,
             "rag": [source.name for source in agent.rag],
         }

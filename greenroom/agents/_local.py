@@ -28,6 +28,7 @@ from greenroom.errors import AgentNotFound
 
 from . import _background_tools  # noqa: F401  (registers the background_agents builder)
 from ._background import BackgroundAgents
+from ._codemode import code_mode
 from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._confirm import Confirmations
 from ._delegation import Delegation
@@ -35,6 +36,7 @@ from ._elicitation import ElicitationAnswer, Elicitations
 from ._environment import prompt_context
 from ._frame import AgentSlot, Frame
 from ._hooks import Hooks, failure_warning
+from ._js_sandbox import Limits
 from ._loop import INTERRUPTED_NOTE, AgentLoop, Notices, failed_toolsets
 from ._models import ModelTable, ProviderFor
 from ._queue import MessageQueue
@@ -84,6 +86,7 @@ class LocalRuntime:
         today: the date for agents with ``add_date``.
         now: the clock approvals are stamped and expired with.
         rng: draws a model from an alloy at each turn (default: a fresh ``random.Random``).
+        code_mode_limits: what a code-mode script may use (default: ``Limits()``).
 
     Raises:
         AgentNotFound: ``agent`` is not in the file.
@@ -108,6 +111,7 @@ class LocalRuntime:
         now: Callable[[], dt.datetime] = utcnow,
         rng: random.Random | None = None,
         max_session_cost: float = 0.0,
+        code_mode_limits: Limits | None = None,
     ) -> None:
         self._config = config
         self._slot = AgentSlot(config.agent(agent))
@@ -117,6 +121,7 @@ class LocalRuntime:
         self._tools_for = tools_for
         self._tool_context = tool_context if tool_context is not None else ToolContext()
         self._tools: dict[str, AgentTools] = {}
+        self._code_mode_limits = code_mode_limits
         self._steers = MessageQueue("steer", steer_capacity)
         self._followups = MessageQueue("follow-up", followup_capacity)
         self._confirmations = Confirmations()
@@ -437,6 +442,10 @@ class LocalRuntime:
             delegation = self._delegation.tools_for(agent)
             if delegation:
                 tools.add(ToolsetConfig(type="delegation"), Toolset(list(delegation)))
+            if agent.code_mode_tools:
+                ledger = self._tool_context.processes
+                calls = self._loop.tool_calls
+                tools.wrap_in_code_mode(code_mode(calls, self._code_mode_limits, ledger))
         return tools
 
     async def aclose(self) -> None:

@@ -54,6 +54,7 @@ from greenroom.errors import (
     ModelError,
     ToolCallLoop,
 )
+from greenroom.observe import FirstToken, model_call, model_call_span, record_model_response
 
 from ._answer_schema import check_answer
 from ._compaction import compact
@@ -371,8 +372,11 @@ class AgentLoop:
                 log.warning("proactive compaction of %s failed: %s", session.id, exc.message)
                 await io.emit(Warning(f"compaction failed: {exc.message}", agent.name))
         frame.agent_name = agent.name
+        first_token = FirstToken()
 
         async def on_delta(delta: Delta) -> None:
+            call.first_token()
+            first_token()
             if isinstance(delta, TextDelta):
                 frame.text.append(delta.text)
                 await io.emit(AgentChoice(delta.text, agent.name, session.id))
@@ -381,15 +385,21 @@ class AgentLoop:
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
         provider = provider or self.models.provider_of(agent)
-        try:
-            response = await provider.complete(request, on_delta)
-        except ModelContextOverflow:
-            if compacted or frame.text or frame.reasoning:
-                raise
-            await io.emit(Warning(OVERFLOW_NOTE, agent.name))
-            if await self.compact(frame) is None:
-                raise
-            response = await provider.complete(await self._request(frame, model), on_delta)
+        traced = model_call_span(model.provider, model.model, agent.name, model.max_tokens)
+        with (
+            model_call(model.provider, model.model) as call,  # counted and timed (metrics)
+            traced as first_token.span,
+        ):
+            try:
+                response = await provider.complete(request, on_delta)
+            except ModelContextOverflow:
+                if compacted or frame.text or frame.reasoning:
+                    raise
+                await io.emit(Warning(OVERFLOW_NOTE, agent.name))
+                if await self.compact(frame) is None:
+                    raise
+                response = await provider.complete(await self._request(frame, model), on_delta)
+            record_model_response(first_token.span, response)
         # A fallback (or a routed model) may have answered: its own prices and window count.
         answered = response.answered_by or model
         if answered is not model:
@@ -413,6 +423,7 @@ class AgentLoop:
         frame.open_calls = list(response.tool_calls)
         usage = response.usage
         io.add_usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
+        call.usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
         info = usage_info(io.session, usage, cost, facts, chat.model)
         await io.emit(TokenUsage(info, session_id=session.id, agent_name=agent.name))
         return response

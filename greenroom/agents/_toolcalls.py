@@ -11,6 +11,9 @@ Consecutive calls that need no question and whose tools are read-only run concur
 a child task of the turn; any other call runs alone, in order, so a write is never reordered
 with the reads around it. Results are recorded in call order. A cancelled turn cancels every
 running call; the calls left without a result are recorded as cancelled by the runtime.
+
+A code-mode script's calls (``_codemode.py``) take the same path one at a time through
+:meth:`ToolCalls.run_for_script`, without a history message or an intent of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -41,6 +46,7 @@ from greenroom.domain import (
     Warning,
     utcnow,
 )
+from greenroom.observe import approval_span, metrics, tool_span
 
 from ._confirm import Confirmations, is_approval
 from ._frame import Frame, ManagedTool
@@ -79,8 +85,12 @@ def _schema_error(exc: jsonschema.ValidationError) -> str:
 
 
 def prepare(call: ToolCall, tools: AgentTools) -> Prepared:
+    return prepare_in(call, tools.tools.get(call.function.name))
+
+
+def prepare_in(call: ToolCall, tool: Tool | None) -> Prepared:
+    """``call`` checked against ``tool`` (None: the tool is not available)."""
     name = call.function.name
-    tool = tools.tools.get(name)
     if tool is None:
         text = f"Tool '{name}' is not available. You can only use the tools provided to you."
         return Prepared(call, None, None, {"name": name}, ToolResult(text, is_error=True))
@@ -159,7 +169,9 @@ class ToolCalls:
         results: list[ToolResult | None] = [None] * len(group)
 
         async def one(slot: int, item: Prepared) -> None:
-            results[slot] = await self._run_one(frame, agent_name, item)
+            with tool_span(item.call.function.name, item.call.id, agent_name) as traced:
+                results[slot] = result = await self._run_one(frame, agent_name, item)
+                traced.set_attribute("greenroom.tool.is_error", result.is_error)
 
         if len(group) == 1:
             await one(0, group[0])
@@ -191,8 +203,29 @@ class ToolCalls:
         )
         return verdict.decision is Decision.ALLOW
 
-    async def _run_one(self, frame: Frame, agent_name: str, item: Prepared) -> ToolResult:
+    async def run_for_script(self, frame: Frame, tool: Tool | None, call: ToolCall) -> ToolResult:
+        """Run ``call`` of ``tool`` on behalf of a code-mode script (``_codemode.py``).
+
+        The same checks, hooks, permissions and questions as a call of the model, and the same
+        ``tool_call`` and ``tool_call_response`` events; but its result is only returned (the
+        model sees the script's result, not this call's) and no intent is recorded: the script's
+        own call is the unit a crash leaves in doubt (decision 0032).
+        """
+        io = frame.io
+        agent_name = frame.agent_name or frame.agent.name
+        item = prepare_in(call, tool)
+        result = await self._run_one(frame, agent_name, item, durable=False)
+        response = ToolCallResponse(
+            call.id, result.output, item.definition, agent_name, io.session.id
+        )
+        await io.emit(response)
+        return result
+
+    async def _run_one(
+        self, frame: Frame, agent_name: str, item: Prepared, *, durable: bool = True
+    ) -> ToolResult:
         if item.failure is not None or item.tool is None:
+            metrics().tool_ended(tool_label(item), "invalid")  # unknown tool, bad arguments
             return item.failure or ToolResult("", is_error=True)
         io = frame.io
         hooks = self.hooks_of(agent_name)
@@ -219,8 +252,10 @@ class ToolCalls:
         if forced_ask and verdict.decision is Decision.ALLOW:
             verdict = Verdict(Decision.ASK, "hook")
         if verdict.decision is Decision.DENY:
+            metrics().tool_ended(name, "denied")
             return ToolResult(verdict.message, is_error=True)
         if verdict.decision is Decision.ASK and frame.background:
+            metrics().tool_ended(name, "denied")
             return ToolResult(BACKGROUND_ASK, is_error=True)
         if verdict.decision is Decision.ASK:
             if hooks is not None and hooks.has("on_user_input"):
@@ -232,12 +267,16 @@ class ToolCalls:
                 await _hook_notes(io, agent_name, outcome)
             answer = await self._ask(io, agent_name, item, verdict.rule)
             if not is_approval(answer):
+                metrics().tool_ended(name, "rejected")
                 reason = f" Reason: {answer.reason}" if answer.reason.strip() else ""
                 return ToolResult(f"The user rejected the tool call.{reason}", is_error=True)
         await io.emit(ToolCallEvent(call, item.definition, agent_name, io.session.id))
-        # The durability point: the intent is committed before the tool starts.
-        await io.begin_tool_call(call, agent_name)
+        if durable:  # the durability point: the intent is committed before the tool starts
+            await io.begin_tool_call(call, agent_name)
+        started = time.monotonic()
         result = await _invoke(tool, item, io.session.id, frame)
+        ended = "error" if result.is_error else "ok"
+        metrics().tool_ended(name, ended, time.monotonic() - started)
         if hooks is not None and hooks.has("post_tool_use", name):
             fields = tool_fields(io.session.id, name, call.id, item.arguments)
             fields["tool_response"] = result.output
@@ -261,6 +300,7 @@ class ToolCalls:
         outcome = await hooks.run("pre_tool_use", fields, name, permissions=io.session.permissions)
         await _hook_notes(io, agent_name, outcome)
         if not outcome.allowed:
+            metrics().tool_ended(name, "blocked")
             event = HookBlocked(call, item.definition, outcome.message, agent_name, io.session.id)
             await io.emit(event)
             return ToolResult(f"Tool call blocked by hook: {outcome.message}", is_error=True)
@@ -284,14 +324,18 @@ class ToolCalls:
         event = ToolCallConfirmation(call, item.definition, agent_name, io.session.id, rule)
         timed_out = False
         answer: ResumeRequest | None = None
-        with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:
-            answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
+        with approval_span(call.function.name, call.id, rule) as traced:
+            with trio.move_on_after(self.confirmation_timeout or math.inf) as scope:
+                answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
+            traced.set_attribute("greenroom.approval.answer", answer.type if answer else "none")
         if scope.cancelled_caught or answer is None:
             timed_out = True
             answer = ResumeRequest(
                 "reject", reason=f"no answer within {self.confirmation_timeout:g} seconds"
             )
-        await io.record_approval(self._approval(item, answer, timed_out))
+        approval = self._approval(item, answer, timed_out)
+        metrics().approvals.labels(approval.decision).inc()
+        await io.record_approval(approval)
         return answer
 
     def _approval(self, item: Prepared, answer: ResumeRequest, timed_out: bool) -> Approval:
@@ -363,3 +407,8 @@ async def _invoke(
         name = item.call.function.name
         log.warning("session %s: tool %s failed", session_id, name, exc_info=True)
         return ToolResult(f"Error calling tool: {exc}", is_error=True)
+
+
+def tool_label(item: Prepared) -> str:
+    """A call's tool as a metric label: a name the model made up is ``unknown``."""
+    return item.call.function.name if item.tool is not None else "unknown"

@@ -3,7 +3,7 @@
 ruamel.yaml's round-trip loader keeps the line of every key and value, so a problem can point at
 the line to fix. The whole file is checked before failing, so one run reports every fault.
 What docker-agent's format allows and greenroom will not do as written (keys it does not
-implement such as ``code_mode_tools``, sub-agents from a catalog, ...) is accepted and listed in
+implement, sub-agents from a catalog, ...) is accepted and listed in
 :attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
 toolset type) is an error. Models are read by ``_yaml_models.py``, ``rag`` by ``_yaml_rag.py``.
 """
@@ -87,9 +87,7 @@ _AGENT_KEYS = {
     "rag",
     *CONTEXT_KEYS,
 }
-_AGENT_IGNORED = {
-    "code_mode_tools",
-}
+_AGENT_IGNORED: set[str] = set()
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
 _TOOLSET_IGNORED: set[str] = set()
 """Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""

@@ -1,6 +1,7 @@
 """The prompt-context and hook keys of an agent (docker-agent's names and shapes).
 
-``add_environment_info`` and ``add_description_parameter`` are booleans, ``add_prompt_files``
+``add_environment_info``, ``add_description_parameter`` and ``code_mode_tools`` (the tools as
+functions of one JavaScript tool: ``_codemode.py``) are booleans, ``add_prompt_files``
 a list of file names, ``skills`` a boolean (``true`` = ``["local"]``) or a list of sources, and
 ``hooks`` docker-agent's ``HooksConfig``: ``pre_tool_use`` / ``post_tool_use`` are lists of
 ``{matcher, hooks}``; ``session_start``, ``session_end`` and ``on_user_input`` lists of hooks;
@@ -26,6 +27,7 @@ CONTEXT_KEYS = {
     "add_prompt_files",
     "skills",
     "add_description_parameter",
+    "code_mode_tools",
     "hooks",
 }
 _MATCHED = ("pre_tool_use", "post_tool_use")
@@ -37,7 +39,7 @@ DEFAULT_HOOK_TIMEOUT = 60.0
 def parse_context(c: Checker, mapping: Mapping[Any, Any], path: str) -> dict[str, Any]:
     """The fields of :class:`AgentConfig` these keys set (a key in error maps to None)."""
     fields: dict[str, Any] = {}
-    for key in ("add_environment_info", "add_description_parameter"):
+    for key in ("add_environment_info", "add_description_parameter", "code_mode_tools"):
         if key in mapping:
             fields[key] = c.typed(mapping, key, path, as_bool, "a boolean")
     if "add_prompt_files" in mapping:

@@ -124,3 +124,8 @@ from ._types import (
     new_id as new_id,
     utcnow as utcnow,
 )
+from ._webhook_urls import (
+    WebhookPrefix as WebhookPrefix,
+    check_webhook as check_webhook,
+    parse_webhook_allow as parse_webhook_allow,
+)

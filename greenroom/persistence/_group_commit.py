@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
@@ -33,6 +34,7 @@ import outcome
 import trio
 
 from greenroom.errors import GreenroomError, StoreError
+from greenroom.observe import commit_span, current_span_context, metrics, store_write_span
 
 from ._persistence import CommitListener
 from ._records import EventRow
@@ -113,10 +115,11 @@ class WriterStatistics:
 class _Job:
     """One write: ``fn`` runs on the writer thread; ``task`` waits for its outcome."""
 
-    __slots__ = ("atomic", "fn", "slot", "task")
+    __slots__ = ("atomic", "fn", "link", "slot", "task")
 
     def __init__(self, fn: Callable[[Any], Any], task: trio.lowlevel.Task | None, atomic: bool):
         self.fn = fn
+        self.link = current_span_context()  # the waiting caller's span (tracing on only)
         self.slot = task is not None  # holds one of the queue's slots until delivered
         # None: nobody waits (a posted job, or the caller was cancelled); it commits all the same.
         self.task = task
@@ -139,6 +142,7 @@ class GroupCommitWriter(Generic[C]):
         self._job_queued = threading.Event()
         self._slots = trio.Semaphore(self._queue_size)
         self._token = trio.lowlevel.current_trio_token()
+        self._metrics = metrics()  # the server's (the thread has no context of its own)
         self._stopped = trio.Event()
         self._thread = threading.Thread(target=self._run, name=backend.thread_name, daemon=True)
 
@@ -167,6 +171,10 @@ class GroupCommitWriter(Generic[C]):
         Raises:
             StoreError: the store is closed (also when it closed while this waited for a slot).
         """
+        with store_write_span(self.backend.where):  # a commit_span links to it
+            return await self._write(fn, atomic)
+
+    async def _write(self, fn: Callable[[C], T], atomic: bool) -> T:
         self.check_open()
         try:
             self._slots.acquire_nowait()
@@ -278,16 +286,33 @@ class GroupCommitWriter(Generic[C]):
                     break
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
+            started = time.monotonic()
+            traced = commit_span(
+                self.backend.where, len(jobs), len(batch) - len(jobs), (j.link for j in jobs)
+            )
             try:
-                results, heads, failed = self._commit(batch)
+                with traced:
+                    results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
                 error = StoreError(f"writing {self.backend.where} failed: {exc!r}")
                 results, heads = [outcome.Error(error) for _ in jobs], {}
                 failed = _all_failed(batch, repr(exc))
             self._batches += 1
+            self._observe(batch, failed, time.monotonic() - started)
             self._token.run_sync_soon(self._deliver, jobs, results, heads, failed)
         self.backend.close()
         self._token.run_sync_soon(self._stopped.set)
+
+    def _observe(self, batch: list[_Job | EventRow], failed: dict[str, str], took: float) -> None:
+        """Metrics of one transaction: its latency and size, the events it wrote, and how long
+        its oldest event waited since its append (what a subscriber waits, at least)."""
+        m = self._metrics
+        m.commit_seconds.observe(took)
+        m.commit_batch.observe(len(batch))
+        rows = [r for r in batch if isinstance(r, EventRow) and r.session_id not in failed]
+        if rows:
+            m.events_written.inc(len(rows))
+            m.delivery_lag_seconds.observe(max(0.0, time.time() - rows[0].created_at))
 
     def _commit(
         self, batch: list[_Job | EventRow]

@@ -37,6 +37,8 @@ from greenroom.errors import (
 
 from ._memory_journal import MemoryJournal
 from ._process_log import MemoryProcessLog
+from ._runs import MemoryRuns
+from ._schedules import MemorySchedules
 
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
 
@@ -51,13 +53,16 @@ def _storable(*values: object) -> None:
             raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
-class MemoryStore(MemoryJournal, MemoryProcessLog):
+class MemoryStore(MemoryRuns, MemoryJournal, MemoryProcessLog, MemorySchedules):
     """Sessions in a dict; message ids from one counter, as a database would give them."""
 
     def __init__(self) -> None:
         super().__init__()
         self._sessions: dict[str, Session] = {}
         self._processes = {}
+        self._schedules = {}
+        self._outbox = {}
+        self._claims = {}
         self._ids = itertools.count(1)
         self._closed = False
 
@@ -68,6 +73,9 @@ class MemoryStore(MemoryJournal, MemoryProcessLog):
             return self._sessions[session_id]
         except KeyError:
             raise SessionNotFound(session_id) from None
+
+    def _require(self, session_id: str) -> None:
+        self._get(session_id)
 
     def _insert(self, session: Session) -> Session:
         # Depth-first, as the SQLite store numbers them: every message gets the next id and

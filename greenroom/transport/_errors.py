@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from greenroom.errors import GreenroomError, Unauthorized
+from greenroom.observe import metrics
 
 from ._json import error_body
 
@@ -27,4 +28,6 @@ def map_error(
         headers["Retry-After"] = str(exc.retry_after)
     if isinstance(exc, Unauthorized):  # RFC 6750: say which scheme to use
         headers["WWW-Authenticate"] = 'Bearer realm="greenroom"'
-    return status, error_body(exc, code=code), headers
+    body = error_body(exc, code=code)
+    metrics().errors.labels(str(body.get("code", ""))).inc()
+    return status, body, headers

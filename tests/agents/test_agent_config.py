@@ -141,15 +141,35 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
         """\
         agents:
           root:
-            model: openai/b
-            code_mode_tools: true
-        rag: {}
+            model: b
+        models:
+          b: {provider: openai, model: b, output_capabilities: {}}
         """
     )
     assert config.warnings == (
-        "agent.yaml:4: agents.root.code_mode_tools: warning: ignored: greenroom does not "
+        "agent.yaml:5: models.b.output_capabilities: warning: ignored: greenroom does not "
         "implement this key",
     )
+
+
+def test_code_mode_tools_is_a_boolean_greenroom_applies() -> None:
+    config = parse(
+        """\
+        agents:
+          root:
+            model: openai/b
+            code_mode_tools: true
+          other:
+            model: openai/b
+        """
+    )
+    assert config.warnings == ()
+    assert config.agents["root"].code_mode_tools is True
+    assert config.agents["other"].code_mode_tools is False
+    assert agent_file_to_json(config)["agents"]["root"]["code_mode_tools"] is True
+    assert problems("agents:\n  root:\n    model: openai/b\n    code_mode_tools: 1\n") == [
+        "agent.yaml:4: agents.root.code_mode_tools: expected a boolean, got integer 1"
+    ]
 
 
 def test_json_view_leaves_empty_fields_out() -> None:

@@ -126,7 +126,7 @@ WARNED = """\
 agents:
   root:
     model: big,small
-    code_mode_tools: true
+    rag: []
     sub_agents: [helper, agentcatalog/pirate]
     toolsets:
       - type: think
@@ -150,7 +150,6 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
     assert config.agents["root"].sub_agents == ("helper",)
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     expected = [
-        "agent.yaml:4: agents.root.code_mode_tools: warning: ignored",
         "agent.yaml:5: agents.root.sub_agents[1]: warning: agent 'agentcatalog/pirate' from "
         "a catalog or registry is not supported",
         "agent.yaml:8: agents.root.toolsets[1]: warning: toolset type 'memory' is not "
@@ -247,20 +246,37 @@ def _write(directory: Path, name: str, text: str) -> Path:
 def test_validate_exit_codes_and_summary(tmp_path: Path) -> None:
     ok = _write(tmp_path, "ok.yaml", "agents:\n  root: {model: openai/x}\n")
     warned = _write(
-        tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, code_mode_tools: true}\n"
+        tmp_path,
+        "warned.yaml",
+        "agents:\n  root: {model: m}\nmodels:\n  m: {provider: openai, model: x, "
+        "output_capabilities: {}}\n",
     )
     broken = _write(tmp_path, "broken.yaml", "agents:\n  root: {model: openai/x, modle: y}\n")
     out = io.StringIO()
     assert validate_main([str(ok), str(warned)], out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines[-1] == "2 files: 1 ok, 1 with warnings"
-    assert f"{warned}:2: agents.root.code_mode_tools: warning: ignored" in out.getvalue()
+    assert f"{warned}:4: models.m.output_capabilities: warning: ignored" in out.getvalue()
     out = io.StringIO()
     assert validate_main([str(tmp_path)], out=out) == 1
     text = out.getvalue()
     assert text.splitlines()[-1] == "3 files: 1 ok, 1 with warnings, 1 with errors"
     assert f"{broken}:2: agents.root.modle: unknown key" in text
     assert f"{broken}: 1 error(s)" in text
+
+
+def test_validate_takes_code_mode_tools_without_a_warning(tmp_path: Path) -> None:
+    """docker-agent's examples/code_mode.yaml shape: the key is applied (decision 0032)."""
+    path = _write(
+        tmp_path,
+        "code_mode.yaml",
+        "agents:\n  root:\n    model: openai/x\n    code_mode_tools: true\n"
+        "    toolsets:\n      - type: filesystem\n      - type: shell\n",
+    )
+    out = io.StringIO()
+    assert validate_main([str(path)], out=out) == 0
+    assert "warning" not in out.getvalue()
+    assert out.getvalue().splitlines()[-1] == "1 file: 1 ok"
 
 
 def test_serve_gets_the_same_warnings_at_startup(tmp_path: Path) -> None:

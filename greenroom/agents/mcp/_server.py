@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from greenroom import __version__
 from greenroom.domain import AuthorizationEvent, Warning
+from greenroom.observe import mcp_call_span, metrics
 
 from ..tools._base import McpSettings, ServicesUnavailable, Tool, ToolHost, ToolResult, error
 from ._content import McpTool, result_of, tool_of
@@ -77,6 +78,7 @@ class McpServer:
         self._settings = settings
         self._data_dir = data_dir or Path.home() / ".local/share/greenroom"
         self.state = "idle"  # idle, starting, ready, failed, stopped
+        metrics().mcp_servers.add(self)  # up (ready) or down (failed), read at each scrape
         self.tools: list[McpTool] = []
         self.instructions = ""
         self.version = 0  # bumped whenever tools or instructions change
@@ -133,7 +135,7 @@ class McpServer:
             )
         timeout = self._settings.call_timeout
         result: mcp_types.CallToolResult | None = None
-        with trio.move_on_after(timeout):
+        with trio.move_on_after(timeout), mcp_call_span(self.description, name):
             try:
                 result = await session.call_tool(name, dict(arguments))
             except MCPError as exc:

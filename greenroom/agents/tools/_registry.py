@@ -164,6 +164,9 @@ class AgentTools:
     """``add_description_parameter``: the tools upstream marks get a ``description`` argument."""
     model_overrides: dict[str, str] = attrs.field(factory=dict)
     """Offered tool name → its toolset's ``model`` (the model of the call after its results)."""
+    code_mode: Callable[[dict[str, Tool]], dict[str, Tool]] | None = None
+    """``code_mode_tools``: turns the offered tools into what code mode offers instead
+    (``agents/_codemode.py``); applied whenever the offered tools are computed."""
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -177,9 +180,17 @@ class AgentTools:
         """Move deferred tool ``name`` into the offered tools; None when unknown."""
         tool = self.deferred.pop(name, None)
         if tool is not None:
-            self.tools.setdefault(name, tool)
             self.activated.append(name)
+            if self.code_mode is None:
+                self.tools.setdefault(name, tool)
+            else:
+                self._rebuild()  # the code-mode tool wraps it
         return tool
+
+    def wrap_in_code_mode(self, offer: Callable[[dict[str, Tool]], dict[str, Tool]]) -> None:
+        """Offer what ``offer`` makes of the tools from now on (see :attr:`code_mode`)."""
+        self.code_mode = offer
+        self._rebuild()
 
     def add(self, toolset: ToolsetConfig, built: Toolset) -> None:
         """Offer (or defer) the tools of ``built``, applying the generic toolset keys."""
@@ -227,6 +238,8 @@ class AgentTools:
                 tools.setdefault(name, deferred.pop(name))
         if self.describe:
             tools = {name: described(tool) for name, tool in tools.items()}
+        if self.code_mode is not None:
+            tools = self.code_mode(tools)
         self.tools, self.deferred, self.instructions = tools, deferred, instructions
         self.model_overrides = overrides
 
