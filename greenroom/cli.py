@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from greenroom import __version__
+from greenroom.cli_modes import is_mode, mode_main
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _AGE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([smhd]?)$")
@@ -361,6 +362,8 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if is_mode(argv := sys.argv[1:] if argv is None else argv):  # serve mcp|acp (0031)
+        return mode_main(argv, Parser, port)
     args = build_parser().parse_args(argv)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main

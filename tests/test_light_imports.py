@@ -42,6 +42,7 @@ def imported_after(code: str) -> list[str]:
     [
         "greenroom.serve",
         "greenroom.cli",
+        "greenroom.cli_modes",  # serve mcp / serve acp: their parser (decision 0031)
         "greenroom.serve._server",  # the whole server: store, actors, agents, transport
         "greenroom.agents.providers",
         "greenroom.cluster",

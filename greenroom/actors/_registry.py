@@ -17,7 +17,16 @@ from typing import TypeVar, cast
 import trio
 
 from greenroom.agents import QueuedMessage, RecallHandler, Runtime, RuntimeFactory
-from greenroom.domain import ErrorEvent, Event, Session, SessionSummary, branch, next_fork_title
+from greenroom.domain import (
+    ErrorEvent,
+    Event,
+    Session,
+    SessionPage,
+    SessionQuery,
+    SessionSummary,
+    branch,
+    next_fork_title,
+)
 from greenroom.errors import (
     GreenroomError,
     NodeFenced,
@@ -272,6 +281,10 @@ class Registry:
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()
+
+    async def search_sessions(self, query: SessionQuery) -> SessionPage:
+        """A page of the stored root sessions matching ``query`` (decision 0026)."""
+        return await self.store.search_sessions(query)
 
     async def delete(self, session_id: str) -> None:
         """Tombstone the session, cancel its turn and title, end its event log, delete it."""

@@ -96,6 +96,17 @@ from ._limits import (
     check_text as check_text,
     check_value as check_value,
 )
+from ._session_query import (
+    DEFAULT_LIMIT as DEFAULT_LIMIT,
+    MAX_LIMIT as MAX_LIMIT,
+    MAX_QUERY as MAX_QUERY,
+    PageKey as PageKey,
+    SessionOrder as SessionOrder,
+    SessionPage as SessionPage,
+    SessionQuery as SessionQuery,
+    query_words as query_words,
+    search_words as search_words,
+)
 from ._truncate import (
     MARKER as MARKER,
     cap_tool_result as cap_tool_result,

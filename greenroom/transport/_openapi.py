@@ -111,7 +111,7 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
         return {"description": op.summary, "content": {"application/json": {"schema": run_schema}}}
     schemas = {
         "create": builder.of(Session),
-        "list": {"type": "array", "items": builder.of(SessionSummary)},
+        "list": _session_list(builder),
         "get": builder.ref("SessionResponse", _session_response(builder)),
         "fork": builder.ref("SessionResponse", _session_response(builder)),
     }
@@ -120,6 +120,21 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
         schemas[op.name] = {"type": "array", "items": one} if op.name == "schedule_list" else one
     schema = schemas.get(op.name, {})
     return {"description": op.summary, "content": {"application/json": {"schema": schema}}}
+
+
+def _session_list(builder: SchemaBuilder) -> JSON:
+    """Without search parameters every root session (docker-agent's array); with any, one
+    page (decision 0026)."""
+    summaries = {"type": "array", "items": builder.of(SessionSummary)}
+    page = {
+        "type": "object",
+        "properties": {
+            "sessions": summaries,
+            "next_cursor": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["sessions", "next_cursor"],
+    }
+    return {"oneOf": [summaries, page]}
 
 
 def _session_response(builder: SchemaBuilder) -> JSON:

@@ -42,7 +42,6 @@ from ._session_endpoints import (
     delete_session,
     fork,
     get_session,
-    list_sessions,
     recovery,
     set_permissions,
     set_safety_policy,
@@ -54,6 +53,7 @@ from ._session_endpoints import (
     toggle_tools,
     update_message,
 )
+from ._session_search import SEARCH_PARAMS, list_or_search_sessions
 from ._turn_endpoints import (
     answer_elicitation,
     cancel_turn,
@@ -145,7 +145,16 @@ OPERATIONS: tuple[Operation, ...] = (
         "Number of tools of an agent",
         errors=(404, 502),
     ),
-    Operation("list", "GET", "/api/sessions", list_sessions, "List root sessions"),
+    Operation(
+        "list",
+        "GET",
+        "/api/sessions",
+        list_or_search_sessions,
+        "List root sessions: without parameters all of them (an array); with any search "
+        "parameter one page of the matches ({sessions, next_cursor})",
+        query=SEARCH_PARAMS,
+        errors=(400,),
+    ),
     Operation(
         "create",
         "POST",
