@@ -322,3 +322,19 @@ def test_a_strategy_can_override_respect_vcs() -> None:
     (strategy,) = config.agents["root"].rag[0].strategies
     assert strategy.respect_vcs is False
     assert config.agents["root"].rag[0].respect_vcs is True
+
+
+async def test_a_runtime_sees_what_another_indexed(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("kettle and tea")
+    (docs / "b.txt").write_text("swamp moss")
+    ctx = ToolContext(working_dir=tmp_path, data_dir=tmp_path / "data")
+    first = RagSearch(bm25_source(docs, tmp_path / "agent.yaml"), ctx)
+    second = RagSearch(bm25_source(docs, tmp_path / "agent.yaml"), ctx)
+    result = await first.search({"query": "blork"})
+    assert json.loads(result.output) == []
+    (docs / "a.txt").write_text("a blork by the kettle")  # same number of chunks
+    assert await second.refresh() == {"bm25": 1}
+    result = await first.search({"query": "blork"})  # its own refresh finds nothing to do
+    assert [f["content"] for f in json.loads(result.output)] == ["a blork by the kettle"]

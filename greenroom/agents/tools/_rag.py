@@ -107,7 +107,9 @@ class Strategy:
         path = Path(ctx.data_dir) / "rag" / f"{safe}-{digest}.sqlite"
         self.store = IndexStore(path, json.dumps(build, sort_keys=True))
         self._opened = False
-        self._tokenized: list[list[str]] | None = None
+        self._tokenized: tuple[int, list[list[str]]] | None = None
+        """The chunks' words, with a hash of the chunks they were read from (another runtime
+        may have changed the index file)."""
 
     @property
     def name(self) -> str:
@@ -203,9 +205,10 @@ class Strategy:
         rows = await trio.to_thread.run_sync(self.store.chunks)
         limit, threshold = self.config.limit, self.config.threshold
         if self.embedder is None:
-            if self._tokenized is None or len(self._tokenized) != len(rows):
-                self._tokenized = [tokens(row[2]) for row in rows]
-            scores = bm25_scores(text, self._tokenized, self.config.k1, self.config.b)
+            key = hash(tuple(row[2] for row in rows))
+            if self._tokenized is None or self._tokenized[0] != key:
+                self._tokenized = (key, [tokens(row[2]) for row in rows])
+            scores = bm25_scores(text, self._tokenized[1], self.config.k1, self.config.b)
         else:
             (vector,) = await self.embedder.embed([text])
             query = unpack(pack(vector))
