@@ -33,7 +33,8 @@ def _frozen(value: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 @attrs.frozen
 class RagChunking:
-    """How documents are cut: ``size`` characters, ``overlap`` shared with the next chunk."""
+    """How documents are cut: ``size`` characters, ``overlap`` shared with the next chunk;
+    with ``code_aware``, Go and Python files at their functions (``tools/_rag_code.py``)."""
 
     size: int = 1000
     overlap: int = 75

@@ -270,6 +270,13 @@ class RagParser:
                 "semantic_prompt", as_str, "a string", DEFAULT_SEMANTIC_PROMPT
             )
             fields["ast_context"] = r.get("ast_context", as_bool, "a boolean", False)
+            chunking = fields.get("chunking", RagChunking())
+            if fields["ast_context"] and not chunking.code_aware:
+                self.c.warn(  # docker-agent warns too, when the strategy is built
+                    r.where("ast_context"),
+                    f"{path}.ast_context",
+                    "${ast_context} stays empty without chunking.code_aware: true",
+                )
         return RagStrategy(**fields)
 
     def _chunking(self, r: _Reader) -> RagChunking:
@@ -277,17 +284,12 @@ class RagParser:
         mapping = r.get("chunking", as_mapping, "a mapping", {})
         self.c.keys(mapping, _CHUNKING_KEYS, set(), path)
         k = _Reader(self.c, mapping, path, r.where("chunking"))
-        size = k.get("size", as_positive, "a positive integer", 1000)
+        code_aware = k.get("code_aware", as_bool, "a boolean", False)
+        # docker-agent's default size is bigger for code: a few whole functions per chunk
+        size = k.get("size", as_positive, "a positive integer", 4000 if code_aware else 1000)
         overlap = k.get("overlap", as_count, "a non-negative integer", 75)
         if overlap >= size:
             self.c.fail(k.where("overlap"), f"{path}.overlap", f"must be less than size ({size})")
-        code_aware = k.get("code_aware", as_bool, "a boolean", False)
-        if code_aware:
-            self.c.warn(
-                k.where("code_aware"),
-                f"{path}.code_aware",
-                "greenroom cuts source files as plain text (no tree-sitter grammars)",
-            )
         return RagChunking(
             size=size,
             overlap=overlap,

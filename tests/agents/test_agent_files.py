@@ -90,13 +90,12 @@ def test_unsupported_features_are_named_with_file_and_line() -> None:
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     where = [line.removeprefix(f"{path}:").split(": warning: ")[0] for line in lines]
     assert where == [
-        "4: rag.docs.strategies[0].chunking.code_aware",
         "15: agents.root.toolsets[1]",
         "17: agents.root.toolsets[2]",
         "19: agents.root.sub_agents[1]",
     ]
-    assert "duckduckgo" in lines[1] and "Docker Desktop" in lines[1]
-    assert "toolset type 'memory'" in lines[2]
+    assert "duckduckgo" in lines[0] and "Docker Desktop" in lines[0]
+    assert "toolset type 'memory'" in lines[1]
 
 
 CASES = [

@@ -16,6 +16,8 @@ Strategies: ``bm25`` (Okapi BM25 over the chunks' words), ``chunked-embeddings``
 embedded; exact cosine similarity in Python) and ``semantic-embeddings`` (a chat model
 summarizes each chunk, the summary is embedded, the chunk is returned). Several strategies
 are fused (``results.fusion``), optionally reranked by a chat model, limited, deduplicated.
+With ``chunking.code_aware`` Go and Python files are cut at their functions (``_rag_code.py``)
+and ``ast_context`` gives the summarizer each chunk's symbols.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ._base import (
     ToolContext,
     ToolsetError,
 )
+from ._rag_code import CodeChunk, code_chunks
 from ._rag_fusion import FusionError, deduplicate, fuse
 from ._rag_index import (
     FileState,
@@ -101,6 +104,9 @@ class Strategy:
             "summarizer": config.chat_model.ref if config.chat_model else "",
             "prompt": config.semantic_prompt if config.chat_model else "",
         }
+        if config.chunking.code_aware:  # only then: indexes built before it stay valid
+            build["code_aware"] = True
+            build["ast_context"] = config.ast_context
         name = f"{source.agent_file}\0{source.name}\0{config.type}\0{config.database}"
         digest = hashlib.sha256(name.encode()).hexdigest()[:12]
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{source.name}-{config.type}")
@@ -163,12 +169,18 @@ class Strategy:
         text, sha = await trio.to_thread.run_sync(read_text, state.path)
         if await trio.to_thread.run_sync(self.store.same_hash, state.path, sha, state):
             return False
-        chunks = chunk_text(text, self.config.chunking)
+        if self.config.chunking.code_aware:
+            cut = await trio.to_thread.run_sync(
+                code_chunks, state.path, text, self.config.chunking
+            )
+        else:
+            cut = [CodeChunk(piece) for piece in chunk_text(text, self.config.chunking)]
+        chunks = [piece.content for piece in cut]
         vectors: list[bytes | None] = [None] * len(chunks)
         if self.embedder is not None and chunks:
             texts = chunks
             if self.summarizer is not None:
-                texts = await self._summaries(state.path, chunks)
+                texts = await self._summaries(state.path, cut)
             size = self.config.batch_size
             for start in range(0, len(texts), size):
                 batch = await self.embedder.embed(texts[start : start + size])
@@ -177,7 +189,7 @@ class Strategy:
         await trio.to_thread.run_sync(self.store.replace, state, sha, chunks, vectors)
         return True
 
-    async def _summaries(self, path: str, chunks: list[str]) -> list[str]:
+    async def _summaries(self, path: str, chunks: list[CodeChunk]) -> list[str]:
         assert self.summarizer is not None
         out = [""] * len(chunks)
         limiter = trio.CapacityLimiter(self.config.max_embedding_concurrency)
@@ -185,10 +197,14 @@ class Strategy:
 
         async def one(index: int) -> None:
             async with limiter:
-                prompt = semantic_prompt(self.config.semantic_prompt, path, index, chunks[index])
+                chunk = chunks[index]
+                context = chunk.ast_context() if self.config.ast_context else ""
+                prompt = semantic_prompt(
+                    self.config.semantic_prompt, path, index, chunk.content, context
+                )
                 assert self.summarizer is not None
                 try:
-                    out[index] = (await self.summarizer.ask("", prompt)).strip() or chunks[index]
+                    out[index] = (await self.summarizer.ask("", prompt)).strip() or chunk.content
                 except Exception as exc:  # any provider failure: reported, not raised here
                     failures.append(
                         f"summarizing {path} with {self.summarizer.model.ref} failed: {exc}"

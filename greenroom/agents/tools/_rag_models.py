@@ -180,15 +180,18 @@ class ChatModel:
         return response.content
 
 
-def semantic_prompt(template: str, path: str, index: int, content: str) -> str:
+def semantic_prompt(
+    template: str, path: str, index: int, content: str, ast_context: str = ""
+) -> str:
     """``template`` with ``${path}``, ``${basename}``, ``${chunk_index}``, ``${content}``
-    and ``${ast_context}`` (always empty: greenroom has no syntax trees) filled in."""
+    and ``${ast_context}`` (the chunk's symbols with ``ast_context`` and ``code_aware``;
+    else empty) filled in."""
     values = {
         "path": path,
         "basename": os.path.basename(path),
         "chunk_index": str(index),
         "content": content,
-        "ast_context": "",
+        "ast_context": ast_context,
     }
     return re.sub(r"\$\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
