@@ -386,3 +386,74 @@ async def test_a_silent_embedder_ends_the_search_at_its_deadline(tmp_path: Path)
             silent.stop()
     assert result.is_error
     assert result.output.startswith("RAG query failed: no answer within 0.5 seconds")
+
+
+GO_KITCHEN = """\
+package kitchen
+
+// Boil puts the kettle on for tea.
+func Boil(k *Kettle) {
+\tk.Water += 1
+\tk.Heat()
+}
+
+// Feed gives the blork moss from the swamp.
+func Feed(b *Blork) {
+\tb.Eat("moss")
+\tb.Eat("swamp moss")
+}
+"""
+CODE_AWARE = "        chunking: {size: 120, overlap: 20, code_aware: true}\n"
+
+
+async def test_a_code_aware_search_returns_whole_go_functions(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kitchen.go").write_text(GO_KITCHEN)
+    (docs / "notes.md").write_text("Tea notes: " + "the kettle sings at noon. " * 8)
+    boil = GO_KITCHEN[: GO_KITCHEN.index("// Feed")].strip()  # the package clause, then Boil
+    feed = GO_KITCHEN[GO_KITCHEN.index("// Feed") :].strip()
+    with trio.fail_after(DEADLINE):
+        async with servers() as (chat, embeddings):
+            path = agent_file(tmp_path, chat.base_url, embeddings.base_url, CODE_AWARE)
+            search = RagSearch(source_of(path), context(tmp_path))
+            by_query = {
+                query: json.loads((await search.search({"query": query})).output)
+                for query in ("blork moss swamp", "kettle tea")
+            }
+    code = [f for f in by_query["kettle tea"] if f["source_path"].endswith(".go")]
+    assert [f["content"] for f in code] == [boil]
+    assert any(f["source_path"].endswith("notes.md") for f in by_query["kettle tea"])
+    assert by_query["blork moss swamp"][0]["content"] == feed
+    assert len(boil) + len(feed) > 120  # two chunks: the functions were kept whole, not cut
+
+
+async def test_ast_context_gives_the_summarizer_the_chunks_symbols(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kitchen.go").write_text(GO_KITCHEN[: GO_KITCHEN.index("// Feed")])
+    extra = (
+        "        chat_model: judge\n        semantic_prompt: '${ast_context}|${content}'\n"
+        "        ast_context: true\n" + CODE_AWARE.replace("120", "1000")
+    )
+    with trio.fail_after(DEADLINE):
+        async with servers() as (chat, embeddings):
+            path = agent_file(tmp_path, chat.base_url, embeddings.base_url, extra)
+            path.write_text(path.read_text().replace("chunked-embeddings", "semantic-embeddings"))
+            chat.script(text_reply("Boils the kettle for tea."))
+            search = RagSearch(source_of(path), context(tmp_path))
+            result = await search.search({"query": "kettle"})
+    (found,) = json.loads(result.output)
+    assert found["content"] == GO_KITCHEN[: GO_KITCHEN.index("// Feed")].strip()
+    (asked,) = chat.requests
+    context_text, _, content = asked.json["messages"][-1]["content"].partition("|")
+    assert context_text.splitlines() == [
+        "AST context:",
+        "- Symbol: Boil",
+        "- Kind: function",
+        "- Signature: func Boil(k *Kettle)",
+        "- Doc: // Boil puts the kettle on for tea.",
+        "- Package: kitchen",
+        "- Lines: 4-7",
+    ]
+    assert content == found["content"]
