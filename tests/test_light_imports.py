@@ -22,6 +22,8 @@ HEAVY = (
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
     "quickjs",  # code mode: only ever in a script's child process (decision 0032)
     "opentelemetry.sdk",  # traces: only when turned on (--otel, OTEL_*)
+    "tree_sitter_go",  # RAG code-aware chunking: only when a Go file is indexed
+    "tree_sitter_python",  # ... or a Python file
 )
 
 
@@ -124,3 +126,15 @@ from greenroom.observe import setup_tracing
 assert setup_tracing("n", env={"OTEL_TRACES_EXPORTER": "console"})
 """
     assert imported_after(code) == ["opentelemetry.sdk"]
+
+
+def test_the_code_grammars_load_when_a_source_file_is_cut() -> None:
+    code = """
+from greenroom.agents._rag_config import RagChunking
+from greenroom.agents.tools._rag_code import code_chunks
+code_chunks("notes.md", "just text", RagChunking(code_aware=True))
+import sys
+assert "tree_sitter_go" not in sys.modules
+code_chunks("a.go", "package a\\nfunc A() {}\\n", RagChunking(code_aware=True))
+"""
+    assert imported_after(code) == ["tree_sitter_go"]
