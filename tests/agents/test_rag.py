@@ -43,6 +43,7 @@ def test_docker_agents_rag_examples_load_without_ignored_keys(name: str) -> None
     path = EXAMPLES / name
     config = parse_agent_file(path.read_text(), str(path))
     assert not [w for w in config.warnings if "ignored" in w], config.warnings
+    assert name != "semantic_embeddings.yaml" or not config.warnings  # code_aware is served
     (source,) = config.default_agent.rag
     assert source.strategies
 
@@ -86,6 +87,35 @@ def test_reranking_and_semantic_examples_resolve_their_models() -> None:
     assert strategy.chat_model is not None and strategy.chat_model.model == "gpt-4o-mini"
     assert "${content}" in strategy.semantic_prompt and strategy.ast_context
     assert strategy.docs[0].endswith("/pkg/**/*.go")
+    assert strategy.chunking.code_aware and strategy.chunking.size == 1000
+
+
+def test_code_aware_chunks_are_bigger_by_default_and_ast_context_needs_them() -> None:
+    text = """
+        agents: {root: {model: openai/x, rag: [code]}}
+        rag:
+          code:
+            docs: [./src]
+            strategies:
+              - type: bm25
+                chunking: {code_aware: true}
+              - type: semantic-embeddings
+                embedding_model: openai/e
+                vector_dimensions: 3
+                chat_model: openai/x
+                ast_context: true
+        """
+    config = parse(text)
+    bm25, semantic = config.agents["root"].rag[0].strategies
+    assert (bm25.chunking.size, semantic.chunking.size) == (4000, 1000)
+    (warning,) = config.warnings
+    assert "13: rag.code.strategies[1].ast_context" in warning and "code_aware" in warning
+    fixed = parse(
+        text.replace(
+            "ast_context: true", "ast_context: true\n" + " " * 16 + "chunking: {code_aware: true}"
+        )
+    )
+    assert fixed.warnings == ()
 
 
 BASE = """\

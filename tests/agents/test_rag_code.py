@@ -67,7 +67,9 @@ def test_a_go_file_is_cut_at_its_functions_and_no_function_that_fits_is_split() 
         chunks = code_chunks("zoo.go", GO, RagChunking(size=size, overlap=20))
         assert all(len(c.content) <= size for c in chunks), size
         for name, body in FUNCTIONS.items():
-            holding = [c for c in chunks if f"func {name}" in c.content or f") {name}(" in c.content]
+            holding = [
+                c for c in chunks if f"func {name}" in c.content or f") {name}(" in c.content
+            ]
             assert len(holding) == 1 and body in holding[0].content, (size, name)
         # chunks are slices of the file, in order, and nothing is lost
         joined = "".join(c.content for c in chunks)
@@ -80,6 +82,7 @@ def test_small_functions_are_grouped_and_carry_their_symbols() -> None:
     assert set(by_name) == {"Greet", "Shout", "Count"}
     greet_chunk, greet = by_name["Greet"]
     assert greet.kind == "function" and greet.package == "zoo"
+    assert greet_chunk.symbols == (greet,)  # Greet and Shout do not fit together
     assert greet.signature == "func Greet(a Animal) string"
     assert greet.doc == "// Greet says hello to an animal. // It never fails."
     assert (greet.start_line, greet.end_line) == (17, 22)

@@ -170,9 +170,7 @@ class Strategy:
         if await trio.to_thread.run_sync(self.store.same_hash, state.path, sha, state):
             return False
         if self.config.chunking.code_aware:
-            cut = await trio.to_thread.run_sync(
-                code_chunks, state.path, text, self.config.chunking
-            )
+            cut = await trio.to_thread.run_sync(code_chunks, state.path, text, self.config.chunking)
         else:
             cut = [CodeChunk(piece) for piece in chunk_text(text, self.config.chunking)]
         chunks = [piece.content for piece in cut]

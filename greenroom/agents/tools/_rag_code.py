@@ -16,7 +16,7 @@ a parser is made per call, so calls may run in several worker threads at once.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import attrs
@@ -71,7 +71,7 @@ class CodeChunk:
         return "AST context:\n" + "\n".join(f"- {k}: {v}" for k, v in fields if v)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _language(name: str) -> Any:
     import tree_sitter
 
@@ -207,7 +207,7 @@ class _Cutter:
     def _comments_above(self, node: Any) -> int:
         """Where ``node``'s leading comments start: comment lines right above it (no blank
         line between), each on a line of its own."""
-        start = node.start_byte
+        start: int = node.start_byte
         sibling = node.prev_sibling
         while sibling is not None and sibling.type == "comment":
             gap = self.source[sibling.end_byte : start]
@@ -247,7 +247,9 @@ class _Cutter:
             field = node.child_by_field_name("receiver")
             receiver = self.text(field.start_byte, field.end_byte) if field else ""
         else:
-            kind = "class" if inner.type == "class_definition" else "method" if owner else "function"
+            kind = (
+                "class" if inner.type == "class_definition" else "method" if owner else "function"
+            )
             doc = self._docstring(body) or doc
         return Symbol(
             name=self._name(node),
