@@ -185,3 +185,14 @@ def test_a_python_file_is_cut_at_functions_and_a_big_class_at_its_methods() -> N
     assert len(clean) == 1 and "# sweep the floor\n        await self.sweep()" in clean[0].content
     assert "- Class: Keeper" in clean[0].ast_context()
     assert re.sub(r"\s", "", "".join(c.content for c in chunks)) == re.sub(r"\s", "", PY)
+
+
+def test_classes_nested_deeper_than_eight_are_not_opened_at_their_methods() -> None:
+    lines = [" " * i + f"class C{i}:" for i in range(12)]
+    body = " " * 16 + '"""' + "A long docstring. " * 20 + '"""'
+    source = "\n".join(lines) + "\n" + " " * 12 + "def f(self):\n" + body + "\n"
+    chunks = code_chunks("deep.py", source, RagChunking(size=200, overlap=20))
+    names = {s.name for c in chunks for s in c.symbols}
+    assert names == {"C8"}  # C0..C7 opened at their members; C8 cut as text, f inside it
+    assert all(len(c.content) <= 200 for c in chunks)
+    assert "class C11:" in "".join(c.content for c in chunks)

@@ -28,6 +28,8 @@ LANGUAGES = {".go": "go", ".py": "python", ".pyi": "python"}
 """File extensions (lower case) cut at their functions, and their grammar."""
 _SIGNATURE_MAX = 240
 _DOC_MAX = 400
+_MAX_NESTING = 8
+"""Classes nested deeper are not opened at their methods (a bound on recursion)."""
 
 
 @attrs.frozen
@@ -156,7 +158,9 @@ class _Cutter:
                 stack.extend(reversed(current.children))
         return found
 
-    def units(self, definitions: list[Any], start: int, end: int, owner: str) -> list[_Unit]:
+    def units(
+        self, definitions: list[Any], start: int, end: int, owner: str, depth: int = 0
+    ) -> list[_Unit]:
         """``start..end`` as units: each definition (with its comments) and the gaps."""
         out: list[_Unit] = []
         position = start
@@ -164,9 +168,10 @@ class _Cutter:
             begin = max(self._comments_above(node), position)
             if begin > position:
                 out.append(_Unit(position, begin))
-            inner = self._members(node)
+            inner = self._members(node) if depth < _MAX_NESTING else []
             if inner and len(self.text(begin, node.end_byte).strip()) > self.chunking.size:
-                out.extend(self.units(inner, begin, node.end_byte, self._name(node)))
+                name = self._name(node)
+                out.extend(self.units(inner, begin, node.end_byte, name, depth + 1))
             else:
                 out.append(_Unit(begin, node.end_byte, self._symbol(node, begin, owner)))
             position = node.end_byte
