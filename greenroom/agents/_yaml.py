@@ -22,6 +22,7 @@ from greenroom.errors import AgentConfigError
 
 from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._runtime import Command
+from ._source_refs import is_external_agent
 from ._toolset_types import KNOWN_TOOLSET_TYPES, unknown_type_problem
 from ._yaml_checks import (
     IGNORED,
@@ -45,6 +46,7 @@ from ._yaml_context import (
     check_toolset_routing,
     parse_context,
 )
+from ._yaml_external import ExternalAgents, merge_external
 from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
@@ -257,6 +259,9 @@ def _parse_sub_agents(
             c.fail(sub_line, sub_path, f"an agent cannot be its own sub-agent {sub!r}")
         elif sub in agents:
             kept.append(sub)
+        elif ("/" in sub or ":" in sub) and c.resolve_external and is_external_agent(sub):
+            kept.append(sub)
+            c.external.append((sub_line, sub_path, sub))
         elif "/" in sub or ":" in sub:
             c.warn(
                 sub_line,
@@ -381,7 +386,9 @@ def _parse_runtime(c: Checker, raw: Any, line: int) -> tuple[str, bool]:
     return safety, titles
 
 
-def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
+def _parse_document(
+    c: Checker, doc: Any, external: ExternalAgents | None = None
+) -> AgentFile | None:
     if doc is None:
         c.fail(1, "(document)", "the file is empty; expected a mapping with 'agents'")
         return None
@@ -430,6 +437,8 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps)
         if agent is not None:
             agents[name] = agent
+    if c.external and external is not None:
+        merge_external(c, agents, models, providers, external)
     permissions = None
     if "permissions" in doc:
         permissions = _parse_permissions(c, doc["permissions"], line_of(doc, "permissions") or 1)
@@ -452,8 +461,11 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     )
 
 
-def parse_agent_file(text: str, file: str) -> AgentFile:
+def parse_agent_file(text: str, file: str, external: ExternalAgents | None = None) -> AgentFile:
     """Parse the text of an agent file; ``file`` names it in error lines and in the result.
+
+    ``external`` resolves sub-agents from a catalog, registry or URL (``greenroom serve``);
+    without it they are warned about and left out.
 
     Raises:
         AgentConfigError: the YAML is malformed or does not describe a valid agent team.
@@ -468,14 +480,17 @@ def parse_agent_file(text: str, file: str) -> AgentFile:
     except YAMLError as exc:
         raise AgentConfigError([f"{file}:1: (yaml): {exc}"], path="(yaml)") from None
     checker = Checker(file)
-    parsed = _parse_document(checker, doc)
+    checker.resolve_external = external is not None
+    parsed = _parse_document(checker, doc, external)
     if parsed is None:
         first = min(checker.problems, key=lambda p: p[0])
         raise AgentConfigError(checker.lines(), path=first[1])
     return parsed
 
 
-def load_agent_file(path: str | os.PathLike[str]) -> AgentFile:
+def load_agent_file(
+    path: str | os.PathLike[str], external: ExternalAgents | None = None
+) -> AgentFile:
     """Read and parse the agent file at ``path``.
 
     Raises:
@@ -488,4 +503,4 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentFile:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise AgentConfigError([f"{name}: cannot read: {reason}"], path="(file)") from None
-    return parse_agent_file(text, name)
+    return parse_agent_file(text, name, external)
