@@ -144,7 +144,8 @@ def _agent_layer(ref: OciReference, manifest: Any) -> dict[str, Any]:
         raise FetchFailed(f"{ref}: the manifest is not a JSON object")
     if "manifests" in manifest:
         raise FetchFailed(f"{ref}: an image index, not an agent artifact (docker agent share push)")
-    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    config = manifest.get("config")
+    config = config if isinstance(config, dict) else {}
     kinds = {manifest.get("artifactType"), config.get("mediaType")}
     annotations = manifest.get("annotations") or {}
     marked = isinstance(annotations, dict) and any(

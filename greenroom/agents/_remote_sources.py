@@ -187,7 +187,10 @@ class ExternalCatalog:
             except ExternalAgentUnavailable as exc:
                 self.problems[ref] = str(exc)
                 if self.texts.get(ref) is not None or self._cache(ref).exists():
-                    line = f"agent {ref!r}: cannot fetch {remote.text} ({exc}); keeping the last good copy"
+                    line = (
+                        f"agent {ref!r}: cannot fetch {remote.text} ({exc}); keeping the last "
+                        "good copy"
+                    )
                     warnings.append(line)
                     log.warning("%s", line)
                 continue

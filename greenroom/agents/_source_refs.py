@@ -118,9 +118,9 @@ def remote_ref(text: str) -> RemoteRef | None:
     if is_url(text):
         stem = PurePosixPath(urlsplit(text).path).stem
         return RemoteRef(text, "url", _key(stem or urlsplit(text).hostname or ""))
-    if not text.startswith("oci://"):
-        if Path(text).exists() or Path(text).suffix in (".yaml", ".yml") or "/" not in text:
-            return None
+    local = Path(text).exists() or Path(text).suffix in (".yaml", ".yml") or "/" not in text
+    if local and not text.startswith("oci://"):
+        return None
     try:
         ref = parse_oci_reference(text)
     except ValueError:

@@ -169,7 +169,7 @@ class AgentSources:
         """
         path = self.path(key)
         cached = self._cache[key]
-        signature = _signature(path)
+        signature: tuple[int, ...] | None = _signature(path)
         if signature is not None and self.external is not None:
             signature = (*signature, self._generation())
         if signature != cached.signature or (signature is None and cached.good is None):

@@ -1,0 +1,233 @@
+"""Agent sources from a URL and from an OCI registry, cached and refreshed, and sub-agents from
+an agent catalog (issue 26, parts 6 and 8; decision 0034). Real servers on 127.0.0.1: the
+fake web server / registry (with the anonymous token flow) of ``remote_fakes.py``, and
+greenroom's own server for the end-to-end case."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import trio
+
+from greenroom.agents import AgentSources
+from greenroom.agents._remote_sources import RemoteSources
+from greenroom.agents._source_refs import remote_ref
+from greenroom.agents.tools import EgressPolicy, parse_networks
+from greenroom.errors import AgentConfigError, ConfigError
+from greenroom.serve import ServeConfig, serve
+from greenroom.serve._agents import open_sources
+from tests.slowness import slow
+
+from .remote_fakes import FakeWeb, agent_yaml, fake_web
+
+LOOPBACK = ("127.0.0.1/32",)  # the fake servers are on loopback (egress policy, decision 0021)
+
+
+def config(tmp_path: Path, *agents: str, **changes: Any) -> ServeConfig:
+    cfg = ServeConfig(
+        agent_paths=agents, port=0, db=str(tmp_path / "db.sqlite3"),
+        data_dir=str(tmp_path / "data"), graceful_timeout=1, allow_private_networks=LOOPBACK,
+    )  # fmt: skip
+    return attrs.evolve(cfg, **changes)
+
+
+def host(web: FakeWeb) -> str:
+    return web.url.removeprefix("http://")
+
+
+async def test_serve_an_agent_from_a_url(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.files["/agents/pirate.yaml"] = agent_yaml("piratey").encode()
+        source = f"{web.url}/agents/pirate.yaml"
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, config(tmp_path, source))
+            async with httpx.AsyncClient(base_url=url, timeout=slow(10)) as client:
+                rows = (await client.get("/api/agents")).json()
+                created = await client.post("/api/sessions", json={})
+                sid = created.json()["id"]
+                run = await client.post(
+                    f"/api/sessions/{sid}/agent/pirate",
+                    json=[{"role": "user", "content": "ahoy"}],
+                )
+            nursery.cancel_scope.cancel()
+    assert rows == [{"name": "pirate", "description": "piratey", "multi": False, "source": source}]
+    assert run.status_code == 200 and "ahoy" in run.text  # the echo model answered
+    cached = list((tmp_path / "data" / "agent-sources").glob("pirate-*.yaml"))
+    assert [p.read_text() for p in cached] == [agent_yaml("piratey")]
+
+
+async def test_serve_an_agent_from_an_oci_registry_with_an_anonymous_token(
+    tmp_path: Path,
+) -> None:
+    async with fake_web() as web:
+        web.push("team/coder", "v1", agent_yaml("coding"))
+        sources, _, _ = await open_sources(config(tmp_path, f"oci://{host(web)}/team/coder:v1"))
+    assert [e.to_json() for e in sources.list()] == [
+        {
+            "name": "coder",
+            "description": "coding",
+            "multi": False,
+            "source": f"oci://{host(web)}/team/coder:v1",
+        }
+    ]
+    assert web.token_scopes == ["repository:team/coder:pull"]
+    assert "/token" in web.requests  # refused first, then asked with the token
+
+
+async def test_a_first_fetch_that_fails_is_a_startup_error_naming_the_source(
+    tmp_path: Path,
+) -> None:
+    async with fake_web() as web:
+        source = f"{web.url}/agents/missing.yaml"
+        with pytest.raises(ConfigError) as caught:
+            await open_sources(config(tmp_path, source))
+        missing_tag = f"{host(web)}/team/coder:v9"
+        with pytest.raises(ConfigError) as oci:
+            await open_sources(config(tmp_path, missing_tag))
+    assert source in str(caught.value) and "HTTP 404" in str(caught.value)
+    assert "no copy is cached yet" in str(caught.value)
+    assert missing_tag in str(oci.value) and "not found in the registry" in str(oci.value)
+
+
+async def test_a_loopback_source_needs_the_operator_to_allow_it(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        with pytest.raises(ConfigError) as caught:
+            await open_sources(
+                config(tmp_path, f"{web.url}/pirate.yaml", allow_private_networks=())
+            )
+    assert "loopback" in str(caught.value)
+    assert web.requests == []  # refused before connecting
+
+
+async def test_a_404_after_a_good_fetch_keeps_the_last_good_copy_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        cfg = config(tmp_path, f"{web.url}/pirate.yaml")
+        await open_sources(cfg)
+        del web.files["/pirate.yaml"]  # the server restarts; the source is gone
+        with caplog.at_level(logging.WARNING):
+            sources, warnings, _ = await open_sources(cfg)
+    (row,) = [e.to_json() for e in sources.list()]
+    assert row["description"] == "piratey"
+    assert "HTTP 404" in row["source_error"] and "last good copy" in row["source_error"]
+    assert len(warnings) == 1 and "serving the last good copy" in warnings[0]
+    assert any("HTTP 404" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_bad_file_at_the_source_keeps_the_last_good_copy(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        cfg = config(tmp_path, f"{web.url}/pirate.yaml")
+        await open_sources(cfg)
+        web.files["/pirate.yaml"] = b"agents: [not: a mapping"
+        sources, _, _ = await open_sources(cfg)
+    (row,) = [e.to_json() for e in sources.list()]
+    assert row["description"] == "piratey"
+    assert "not a valid agent file" in row["source_error"]
+
+
+async def test_the_pull_interval_refreshes_in_the_background(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        web.push("team/coder", "latest", agent_yaml("coding"))
+        refs = [remote_ref(f"{web.url}/pirate.yaml"), remote_ref(f"{host(web)}/team/coder")]
+        remote = RemoteSources(
+            [r for r in refs if r is not None],
+            tmp_path / "cache",
+            EgressPolicy(parse_networks(LOOPBACK)),
+            "",
+        )
+        await remote.start({})
+        sources = AgentSources(remote.files(), external=remote.external)
+        sources.origin_of = remote.row
+
+        def descriptions() -> dict[str, str]:
+            return {e.name: e.description for e in sources.list()}
+
+        assert descriptions() == {"coder": "coding", "pirate": "piratey"}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(remote.refresh_forever, 300.0)
+            web.files["/pirate.yaml"] = agent_yaml("salty").encode()
+            web.push("team/coder", "latest", agent_yaml("careful"))
+            await trio.sleep(299)
+            assert remote.rounds == 1 and descriptions()["pirate"] == "piratey"
+            while remote.rounds < 2:
+                await trio.sleep(1)
+            assert trio.current_time() < 302  # one interval later
+            assert descriptions() == {"coder": "careful", "pirate": "salty"}
+            del web.files["/pirate.yaml"]
+            with caplog.at_level(logging.WARNING):
+                while remote.rounds < 3:
+                    await trio.sleep(1)
+            nursery.cancel_scope.cancel()
+    assert descriptions() == {"coder": "careful", "pirate": "salty"}  # the last good copy
+    rows = {e.name: e.to_json() for e in sources.list()}
+    assert "HTTP 404" in rows["pirate"]["source_error"]
+    assert "source_error" not in rows["coder"]
+    assert any("serving the last good copy" in r.getMessage() for r in caplog.records)
+
+
+TEAM = """\
+models:
+  m:
+    provider: echo
+    model: echo
+agents:
+  root:
+    model: m
+    description: Coordinator
+    sub_agents: [local_helper, agentcatalog/pirate]
+  local_helper:
+    model: m
+    description: helps
+"""
+
+
+async def test_a_catalog_sub_agent_is_pulled_from_the_configured_catalog(
+    tmp_path: Path,
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM)
+    async with fake_web() as web:
+        web.push("catalog/pirate", "latest", agent_yaml("piratey"))
+        cfg = config(tmp_path, str(team), agent_catalog=f"{host(web)}/catalog")
+        sources, _, _ = await open_sources(cfg)
+    file = sources.get("team")
+    assert file.agent("root").sub_agents == ("local_helper", "agentcatalog/pirate")
+    pirate = file.agent("agentcatalog/pirate")
+    assert (pirate.description, pirate.instruction) == ("piratey", "Be piratey.")
+    assert web.token_scopes == ["repository:catalog/pirate:pull"]
+
+
+async def test_a_catalog_sub_agent_without_a_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM)
+    with pytest.raises(AgentConfigError) as caught:
+        await open_sources(config(tmp_path, str(team), agent_catalog=""))
+    (line,) = caught.value.problems
+    assert line.startswith(f"{team}:9: agents.root.sub_agents[1]: agent 'agentcatalog/pirate'")
+    assert "none is configured" in line and "--agent-catalog" in line
+
+
+async def test_a_catalog_sub_agent_that_cannot_be_pulled_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM)
+    async with fake_web() as web:  # an empty registry
+        with pytest.raises(AgentConfigError) as caught:
+            await open_sources(config(tmp_path, str(team), agent_catalog=f"{host(web)}/catalog"))
+    (line,) = caught.value.problems
+    assert line.startswith(f"{team}:9: agents.root.sub_agents[1]:")
+    assert f"{host(web)}/catalog/pirate" in line and "not found in the registry" in line
+    assert "--agent-catalog" in line
