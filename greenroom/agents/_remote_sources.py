@@ -227,6 +227,7 @@ class RemoteSources:
             self.states[ref.key] = RemoteState(ref, cache)
         self.external = ExternalCatalog(cache_dir / "external", catalog)
         self.rounds = 0  # refresh rounds done (start included)
+        self._round_done = trio.Event()
         self._local: dict[str, Path] = {}
 
     def files(self) -> dict[str, Path]:
@@ -273,7 +274,14 @@ class RemoteSources:
                     warnings.append(warning)
             warnings.extend(await self.external.refresh(client, self._texts()))
         self.rounds += 1
+        self._round_done.set()
+        self._round_done = trio.Event()
         return warnings
+
+    async def wait_rounds(self, rounds: int) -> None:
+        """Until ``rounds`` refresh rounds are done (start included)."""
+        while self.rounds < rounds:
+            await self._round_done.wait()
 
     def _has_external(self) -> bool:
         return any(external_refs(text) for text in self._texts())

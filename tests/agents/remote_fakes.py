@@ -9,7 +9,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 import attrs
@@ -113,6 +113,8 @@ async def fake_web() -> AsyncIterator[FakeWeb]:
     config.graceful_timeout = 0.5
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        await nursery.start(partial(hypercorn.trio.serve, web, config, shutdown_trigger=stop.wait))
+        await nursery.start(
+            partial(hypercorn.trio.serve, cast(Any, web), config, shutdown_trigger=stop.wait)
+        )
         yield web
         stop.set()

@@ -161,14 +161,12 @@ async def test_the_pull_interval_refreshes_in_the_background(
             web.push("team/coder", "latest", agent_yaml("careful"))
             await trio.sleep(299)
             assert remote.rounds == 1 and descriptions()["pirate"] == "piratey"
-            while remote.rounds < 2:
-                await trio.sleep(1)
+            await remote.wait_rounds(2)
             assert trio.current_time() < 302  # one interval later
             assert descriptions() == {"coder": "careful", "pirate": "salty"}
             del web.files["/pirate.yaml"]
             with caplog.at_level(logging.WARNING):
-                while remote.rounds < 3:
-                    await trio.sleep(1)
+                await remote.wait_rounds(3)
             nursery.cancel_scope.cancel()
     assert descriptions() == {"coder": "careful", "pirate": "salty"}  # the last good copy
     rows = {e.name: e.to_json() for e in sources.list()}
