@@ -313,7 +313,24 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
-    validate.add_argument("files", nargs="+", metavar="AGENT_FILE_OR_DIR")
+    validate.add_argument(
+        "files", nargs="+", metavar="AGENT_FILE_OR_DIR", help="files, directories, URLs or OCI "
+        "references",
+    )  # fmt: skip
+    validate.add_argument(
+        "--agent-catalog",
+        default="",
+        metavar="REGISTRY/NAMESPACE",
+        help="pull sub_agents: [agentcatalog/NAME] from this catalog to check them (e.g. "
+        "docker.io/agentcatalog; default: warn and leave them out)",
+    )
+    validate.add_argument(
+        "--allow-private-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let URL and OCI sources on this private or loopback network be fetched (repeatable)",
+    )
 
     chat = sub.add_parser("chat", help="chat with an agent in the terminal")
     chat.add_argument(
@@ -372,7 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
 
-        return validate_main(args.files)
+        return validate_main(
+            args.files,
+            allow_private_networks=args.allow_private_network,
+            agent_catalog=args.agent_catalog,
+        )
     if args.command == "chat":
         return chat_main(args)
     if args.command == "nodes":

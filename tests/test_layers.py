@@ -176,6 +176,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_agent_fetch",
                 "_remote_sources",
                 "_yaml_external",
+                "_validate_remote",
             }
         ),
     ),

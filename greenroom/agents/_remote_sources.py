@@ -228,7 +228,7 @@ class RemoteSources:
         self.external = ExternalCatalog(cache_dir / "external", catalog)
         self.rounds = 0  # refresh rounds done (start included)
         self._round_done = trio.Event()
-        self._local: dict[str, Path] = {}
+        self.local: dict[str, Path] = {}
 
     def files(self) -> dict[str, Path]:
         """Each remote source's key and its cached copy (what AgentSources serves)."""
@@ -250,7 +250,7 @@ class RemoteSources:
             ConfigError: a source could not be fetched and has no cached copy: the message
                 names it, says why and what to do.
         """
-        self._local = dict(local_files)
+        self.local = dict(local_files)
         warnings = await self.refresh()
         missing = [state for state in self.states.values() if not state.cache.exists()]
         if missing:
@@ -288,7 +288,7 @@ class RemoteSources:
 
     def _texts(self) -> list[str]:
         texts = []
-        for path in [*self._local.values(), *(s.cache for s in self.states.values())]:
+        for path in [*self.local.values(), *(s.cache for s in self.states.values())]:
             try:
                 texts.append(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError):

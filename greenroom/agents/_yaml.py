@@ -266,8 +266,8 @@ def _parse_sub_agents(
             c.warn(
                 sub_line,
                 sub_path,
-                f"agent {sub!r} from a catalog or registry is not "
-                "supported by greenroom; it is left out",
+                f"agent {sub!r} from a catalog or registry is not resolved here "
+                "(greenroom serve pulls it, see --agent-catalog); it is left out",
             )
         else:
             c.fail(sub_line, sub_path, f"unknown agent {sub!r}")

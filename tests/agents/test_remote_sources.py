@@ -5,7 +5,9 @@ greenroom's own server for the end-to-end case."""
 
 from __future__ import annotations
 
+import io
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import trio
 from greenroom.agents import AgentSources
 from greenroom.agents._remote_sources import RemoteSources
 from greenroom.agents._source_refs import remote_ref
+from greenroom.agents._validate import validate_main
 from greenroom.agents.tools import EgressPolicy, parse_networks
 from greenroom.errors import AgentConfigError, ConfigError
 from greenroom.serve import ServeConfig, serve
@@ -229,3 +232,40 @@ async def test_a_catalog_sub_agent_that_cannot_be_pulled_is_a_clear_error(
     assert line.startswith(f"{team}:9: agents.root.sub_agents[1]:")
     assert f"{host(web)}/catalog/pirate" in line and "not found in the registry" in line
     assert "--agent-catalog" in line
+
+
+async def test_validate_fetches_urls_oci_references_and_catalog_sub_agents(
+    tmp_path: Path,
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM)
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        web.push("catalog/pirate", "latest", agent_yaml("piratey"))
+        args = [
+            str(team),
+            f"{web.url}/pirate.yaml",
+            f"{host(web)}/catalog/pirate",
+            f"{web.url}/x.yaml",
+        ]
+
+        def validate(**options: Any) -> tuple[int, str]:
+            out = io.StringIO()
+            return validate_main(args, out=out, **options), out.getvalue()
+
+        strict = await trio.to_thread.run_sync(validate)
+        allowed = await trio.to_thread.run_sync(
+            partial(validate, allow_private_networks=LOOPBACK, agent_catalog=f"{host(web)}/catalog")
+        )
+    code, text = strict
+    assert code == 1
+    assert "loopback" in text  # no --allow-private-network: refused
+    assert "sub_agents[1]: warning: agent 'agentcatalog/pirate'" in text  # no catalog: warned
+    code, text = allowed
+    assert code == 1, text
+    lines = text.splitlines()
+    assert f"{team}: ok (3 agent(s))" in lines  # root, local_helper, agentcatalog/pirate
+    assert f"{web.url}/pirate.yaml: ok (1 agent(s))" in lines
+    assert f"{host(web)}/catalog/pirate: ok (1 agent(s))" in lines
+    assert any(line.startswith(f"{web.url}/x.yaml: ") and "HTTP 404" in line for line in lines)
+    assert lines[-1] == "4 files: 3 ok, 1 with errors"
