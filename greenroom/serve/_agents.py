@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from greenroom.agents import (
@@ -17,7 +18,7 @@ from greenroom.agents import (
 )
 from greenroom.agents._diagnose import diagnose, unknown_models
 from greenroom.agents._remote_sources import RemoteSources
-from greenroom.agents._source_refs import RemoteRef, remote_ref
+from greenroom.agents._source_refs import RemoteRef, catalog_reference, remote_ref
 from greenroom.agents.providers import ModelClients
 from greenroom.agents.tools import EgressPolicy, ProcessLedger, parse_networks
 from greenroom.errors import AgentConfigError, AgentSourceUnavailable, ConfigError
@@ -105,6 +106,13 @@ async def open_sources(cfg: ServeConfig) -> tuple[AgentSources, list[str], Remot
         AgentConfigError: a file is missing or wrong.
     """
     paths, refs = split_sources(cfg.agent_paths)
+    # ``greenroom serve agentcatalog/pirate``: the catalog --agent-catalog names.
+    refs = [
+        attrs.evolve(ref, text=catalog_reference(ref.text, cfg.agent_catalog))
+        if ref.kind == "oci"
+        else ref
+        for ref in refs
+    ]
     policy = EgressPolicy(parse_networks(cfg.allow_private_networks))
     remote = RemoteSources(refs, Path(data_dir(cfg)) / "agent-sources", policy, cfg.agent_catalog)
     if paths or not refs:

@@ -6,6 +6,7 @@ greenroom's own server for the end-to-end case."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 from functools import partial
 from pathlib import Path
@@ -269,3 +270,35 @@ async def test_validate_fetches_urls_oci_references_and_catalog_sub_agents(
     assert f"{host(web)}/catalog/pirate: ok (1 agent(s))" in lines
     assert any(line.startswith(f"{web.url}/x.yaml: ") and "HTTP 404" in line for line in lines)
     assert lines[-1] == "4 files: 3 ok, 1 with errors"
+
+
+async def test_serve_agentcatalog_name_pulls_from_the_configured_catalog(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.push("catalog/pirate", "latest", agent_yaml("piratey"))
+        cfg = config(tmp_path, "agentcatalog/pirate", agent_catalog=f"{host(web)}/catalog")
+        sources, _, _ = await open_sources(cfg)
+    (row,) = [e.to_json() for e in sources.list()]
+    assert row["name"] == "pirate" and row["source"] == f"{host(web)}/catalog/pirate"
+
+
+async def test_an_artifact_that_is_not_an_agent_is_refused(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.push("team/image", "v1", agent_yaml("image"))
+        manifest = json.loads(web.manifests[("team/image", "v1")])
+        manifest["artifactType"] = "application/vnd.oci.image.config.v1+json"
+        manifest["config"]["mediaType"] = "application/vnd.oci.image.config.v1+json"
+        del manifest["annotations"]
+        web.manifests[("team/image", "v1")] = json.dumps(manifest).encode()
+        with pytest.raises(ConfigError) as caught:
+            await open_sources(config(tmp_path, f"{host(web)}/team/image:v1"))
+    assert "not an agent artifact" in str(caught.value)
+
+
+async def test_a_layer_that_does_not_match_its_digest_is_refused(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.push("team/coder", "v1", agent_yaml("coding"))
+        (layer,) = json.loads(web.manifests[("team/coder", "v1")])["layers"]
+        web.blobs[layer["digest"]] = agent_yaml("tampered").encode()
+        with pytest.raises(ConfigError) as caught:
+            await open_sources(config(tmp_path, f"{host(web)}/team/coder:v1"))
+    assert "does not match its digest" in str(caught.value)
