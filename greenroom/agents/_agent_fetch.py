@@ -57,7 +57,7 @@ async def fetch_agent_text(client: httpx.AsyncClient, ref: RemoteRef) -> str:
             data = await _get(client, ref.text, {}, MAX_AGENT_BYTES)
         else:
             data = await pull_oci(client, ref.oci)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise FetchFailed(str(exc) or type(exc).__name__) from None
     try:
         return data.decode("utf-8")

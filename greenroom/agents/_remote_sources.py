@@ -128,6 +128,8 @@ class ExternalCatalog:
     def __init__(self, cache_dir: Path, catalog: str) -> None:
         self.cache_dir = cache_dir
         self.catalog = catalog.strip().rstrip("/")
+        if self.catalog.lower() == "none":
+            self.catalog = ""
         self.texts: dict[str, str] = {}
         self.problems: dict[str, str] = {}
         self.generation = 0  # bumped when a fetched agent changes: files naming it reload
@@ -254,7 +256,15 @@ class RemoteSources:
         warnings = await self.refresh()
         missing = [state for state in self.states.values() if not state.cache.exists()]
         if missing:
-            lines = [f"agent source {s.ref.text} cannot be fetched: {s.problem}" for s in missing]
+            lines = [
+                f"agent source {s.ref.text} cannot be fetched: {s.problem}"
+                + (
+                    f" (read as an OCI reference: no local file {s.ref.text} exists)"
+                    if s.ref.kind == "oci" and not s.ref.text.startswith("oci://")
+                    else ""
+                )
+                for s in missing
+            ]
             raise ConfigError(
                 "; ".join(lines) + " (no copy is cached yet under "
                 f"{self.cache_dir}: check the address, the network, and "
@@ -321,8 +331,8 @@ class RemoteSources:
             await trio.sleep(interval)
             try:
                 await self.refresh()
-            except OSError as exc:  # the cache directory: logged, tried again next round
-                log.warning("refreshing the agent sources failed: %s", exc)
+            except Exception:  # a background loop: logged, tried again next round
+                log.exception("refreshing the agent sources failed")
 
     def row(self, key: str) -> dict[str, Any]:
         """Remote source ``key``'s fields in ``GET /api/agents``: ``source`` (its reference)

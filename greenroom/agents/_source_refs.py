@@ -28,6 +28,10 @@ _REPOSITORY = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _KEY_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_REGISTRY = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*"
+    r"|\[[0-9a-fA-F:]+\])(?::[0-9]+)?$"
+)
 
 
 @attrs.frozen
@@ -78,6 +82,8 @@ def parse_oci_reference(text: str) -> OciReference:
             raise ValueError(f"{text!r}: {tag!r} is not a tag")
     first, slash, remainder = rest.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost"):
+        if not _REGISTRY.match(first):
+            raise ValueError(f"{text!r}: {first!r} is not a registry host")
         registry, repository = first, remainder
     else:
         registry, repository = DOCKER_HUB, rest
@@ -118,7 +124,12 @@ def remote_ref(text: str) -> RemoteRef | None:
     if is_url(text):
         stem = PurePosixPath(urlsplit(text).path).stem
         return RemoteRef(text, "url", _key(stem or urlsplit(text).hostname or ""))
-    local = Path(text).exists() or Path(text).suffix in (".yaml", ".yml") or "/" not in text
+    local = (
+        Path(text).exists()
+        or Path(text).suffix in (".yaml", ".yml")
+        or "/" not in text
+        or text.startswith(("/", ".", "~"))
+    )
     if local and not text.startswith("oci://"):
         return None
     try:
