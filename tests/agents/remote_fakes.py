@@ -45,6 +45,7 @@ class FakeWeb:
     blobs: dict[str, bytes] = attrs.field(factory=dict)
     requests: list[str] = attrs.field(factory=list)
     token_scopes: list[str] = attrs.field(factory=list)
+    realm: str = ""  # where the challenge sends clients for a token ("": this server's /token)
 
     def push(self, repository: str, tag: str, text: str) -> None:
         layer = text.encode()
@@ -72,7 +73,7 @@ class FakeWeb:
             return 200, {"content-type": "application/json"}, json.dumps({"token": TOKEN}).encode()
         if path.startswith("/v2/"):
             if headers.get("authorization") != f"Bearer {TOKEN}":
-                challenge = f'Bearer realm="{self.url}/token",service="fake-registry"'
+                challenge = f'Bearer realm="{self.realm or self.url + "/token"}",service="fake"'
                 return 401, {"www-authenticate": challenge}, b"{}"
             repository, kind, ref = path[4:].rsplit("/", 2)
             if kind == "manifests" and (repository, ref) in self.manifests:

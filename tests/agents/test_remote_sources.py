@@ -25,6 +25,7 @@ from greenroom.agents.tools import EgressPolicy, parse_networks
 from greenroom.errors import AgentConfigError, ConfigError
 from greenroom.serve import ServeConfig, serve
 from greenroom.serve._agents import open_sources
+from greenroom.serve._run import run
 from tests.slowness import slow
 
 from .remote_fakes import FakeWeb, agent_yaml, fake_web
@@ -302,3 +303,25 @@ async def test_a_layer_that_does_not_match_its_digest_is_refused(tmp_path: Path)
         with pytest.raises(ConfigError) as caught:
             await open_sources(config(tmp_path, f"{host(web)}/team/coder:v1"))
     assert "does not match its digest" in str(caught.value)
+
+
+async def test_a_token_realm_the_egress_policy_refuses_is_not_asked(tmp_path: Path) -> None:
+    async with fake_web() as web:
+        web.push("team/coder", "v1", agent_yaml("coding"))
+        web.realm = "http://169.254.169.254/latest/meta-data/token"  # the metadata service
+        with pytest.raises(ConfigError) as caught:
+            await open_sources(config(tmp_path, f"{host(web)}/team/coder:v1"))
+    assert "169.254.169.254 is a link-local address" in str(caught.value)
+    assert web.token_scopes == []
+
+
+async def test_serve_exits_2_naming_a_source_it_cannot_fetch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with fake_web() as web:
+        source = f"{web.url}/gone.yaml"
+        code = await trio.to_thread.run_sync(run, config(tmp_path, source))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"greenroom: agent source {source} cannot be fetched: GET {source}: HTTP 404" in err
+    assert "no copy is cached yet" in err
