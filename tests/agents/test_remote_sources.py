@@ -325,3 +325,29 @@ async def test_serve_exits_2_naming_a_source_it_cannot_fetch(
     err = capsys.readouterr().err
     assert f"greenroom: agent source {source} cannot be fetched: GET {source}: HTTP 404" in err
     assert "no copy is cached yet" in err
+
+
+async def test_serve_refreshes_every_pull_interval(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        cfg = config(tmp_path, f"{web.url}/pirate.yaml", db=":memory:", pull_interval=60.0)
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, cfg)
+            async with httpx.AsyncClient(base_url=url) as client:
+
+                async def description() -> str:
+                    (row,) = (await client.get("/api/agents")).json()
+                    return str(row["description"])
+
+                assert await description() == "piratey"
+                web.files["/pirate.yaml"] = agent_yaml("salty").encode()
+                started = trio.current_time()
+                for _ in range(120):  # virtual seconds
+                    await trio.sleep(1)
+                    if await description() == "salty":
+                        break
+                waited = trio.current_time() - started
+                nursery.cancel_scope.cancel()
+    assert 59 <= waited <= 62  # one --pull-interval
