@@ -351,3 +351,43 @@ async def test_serve_refreshes_every_pull_interval(
                 waited = trio.current_time() - started
                 nursery.cancel_scope.cancel()
     assert 59 <= waited <= 62  # one --pull-interval
+
+
+async def test_a_team_transfers_a_task_to_a_catalog_sub_agent(tmp_path: Path) -> None:
+    """End to end: the root agent (scripted) transfers to ``agentcatalog/pirate``, pulled from
+    the fake registry; the pirate (the echo model) answers in its sub-session."""
+    transfer = {
+        "tool_call": {
+            "name": "transfer_task",
+            "id": "t1",
+            "arguments": {
+                "agent": "agentcatalog/pirate",
+                "task": "Say ahoy",
+                "expected_output": "a line",
+            },
+        }
+    }
+    (tmp_path / "root.json").write_text(json.dumps({"turns": [[transfer], "Done."]}))
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "agents:\n  root:\n    model: scripted/root.json\n    sub_agents: [agentcatalog/pirate]\n"
+    )
+    async with fake_web() as web:
+        web.push("catalog/pirate", "latest", agent_yaml("piratey"))
+        cfg = config(tmp_path, str(team), agent_catalog=f"{host(web)}/catalog")
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, cfg)
+            async with httpx.AsyncClient(base_url=url, timeout=slow(20)) as client:
+                body = {"title": "team", "working_dir": str(tmp_path)}
+                sid = (await client.post("/api/sessions", json=body)).json()["id"]
+                run = await client.post(
+                    f"/api/sessions/{sid}/agent/team",
+                    json=[{"role": "user", "content": "Go"}],
+                )
+            nursery.cancel_scope.cancel()
+    events = [json.loads(line[6:]) for line in run.text.splitlines() if line.startswith("data: ")]
+    (answer,) = [e for e in events if e["type"] == "tool_call_response"]
+    assert answer["tool_call_id"] == "t1", answer
+    assert answer["response"] == "Echo: Please proceed.", answer  # the pirate's echo model
+    switches = [e for e in events if e["type"] == "agent_switching"]
+    assert any(e.get("to_agent") == "agentcatalog/pirate" for e in switches), switches
