@@ -24,6 +24,8 @@ WebSocket error frames happens in exactly one place: here.
     │   ├── MessageNotFound              404 message_not_found
     │   ├── AgentNotFound                404 agent_not_found
     │   ├── ToolCallNotFound             404 tool_call_not_found (none in doubt by that id)
+    │   ├── RunNotFound                  404 run_not_found (no run of the session by that id)
+    │   ├── ScheduleNotFound             404 schedule_not_found
     │   └── OAuthFlowNotFound            404 oauth_flow_not_found (no flow waits for that state)
     ├── SessionBusy                      409 session_busy
     ├── SessionNotRunning                409 session_not_running
@@ -82,8 +84,9 @@ __all__ = [  # every class of the tree (tests/test_errors_tree.py keeps them equ
     "ModelRateLimited", "ModelStreamMalformed", "ModelSwitchingNotSupported", "ModelTimeout",
     "NeedsDecision", "NewerDatabase", "NoPendingRequest", "NodeFenced", "NotADatabase",
     "NotFound", "OAuthFlowNotFound", "OwnedElsewhere", "OwnerUnavailable", "PayloadTooLarge",
-    "QueueFull", "RerunNotSupported", "SessionBusy", "SessionExists", "SessionGone",
-    "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
+    "QueueFull", "RerunNotSupported", "RunNotFound", "ScheduleNotFound", "SessionBusy",
+    "SessionExists",
+    "SessionGone", "SessionNotFound", "SessionNotRunning", "ShuttingDown", "StoreError",
     "StructuredOutputMismatch", "TooManyConnections", "ToolCallLoop", "ToolCallNotFound",
     "Unauthorized", "UnstorableValue", "UnsupportedMediaType", "WaitTimedOut",
 ]
@@ -206,9 +209,19 @@ class AgentNotFound(NotFound):
     default_message = "agent source not found"
 
 
+class ScheduleNotFound(NotFound):
+    code = "schedule_not_found"
+    default_message = "schedule not found"
+
+
 class ToolCallNotFound(NotFound):
     code = "tool_call_not_found"
     default_message = "no tool call in doubt with that id"
+
+
+class RunNotFound(NotFound):
+    code = "run_not_found"
+    default_message = "no run of this session with that id"
 
 
 class OAuthFlowNotFound(NotFound):

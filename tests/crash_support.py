@@ -21,7 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -215,12 +215,12 @@ class ServerFiles:
         return env
 
 
-async def start_server(files: ServerFiles) -> Server:
-    """``greenroom serve`` on 127.0.0.1:0 over ``files.db``; returns once it listens and has
-    said what recovery did."""
+async def start_server(files: ServerFiles, extra: Sequence[str] = ()) -> Server:
+    """``greenroom serve`` on 127.0.0.1:0 over ``files.db`` (with ``extra`` options); returns
+    once it listens and has said what recovery did."""
     command = [sys.executable, "-m", "greenroom.cli", "serve", str(files.agent), "--port", "0"]
     command += ["--db", str(files.db), "--log-level", "warning"]
-    command += ["--retain-deltas", "0", "--retain-deltas-per-session", "0"]
+    command += ["--retain-deltas", "0", "--retain-deltas-per-session", "0", *extra]
     started_at = dt.datetime.now(dt.UTC)
     with files.stderr.open("ab") as err:
         process = await trio.lowlevel.open_process(

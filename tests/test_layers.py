@@ -157,7 +157,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             }
         ),
     ),
-    ("config", frozenset({"_config", "_toolset_types", "_yaml_checks"})),
+    ("config", frozenset({"_config", "_toolset_types", "_yaml_checks", "_rag_config"})),
     ("tools", frozenset({"tools", "mcp"})),
     (
         "agent files",
@@ -169,6 +169,7 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_yaml_context",
                 "_yaml_output",
                 "_yaml_lsp",
+                "_yaml_rag",
                 "_sources",
                 "_diagnose",
                 "_validate",

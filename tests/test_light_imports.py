@@ -21,6 +21,7 @@ HEAVY = (
     "playwright",
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
     "quickjs",  # code mode: only ever in a script's child process (decision 0032)
+    "opentelemetry.sdk",  # traces: only when turned on (--otel, OTEL_*)
 )
 
 
@@ -41,6 +42,7 @@ def imported_after(code: str) -> list[str]:
     [
         "greenroom.serve",
         "greenroom.cli",
+        "greenroom.cli_modes",  # serve mcp / serve acp: their parser (decision 0031)
         "greenroom.serve._server",  # the whole server: store, actors, agents, transport
         "greenroom.agents.providers",
         "greenroom.cluster",
@@ -99,3 +101,26 @@ tools = LocalRuntime(config, provider_for=lambda model: None).tools_of()
 assert list(tools.tools) == ["run_tools_with_javascript"], list(tools.tools)
 """
     assert imported_after(code) == []
+
+
+def test_tracing_off_imports_no_opentelemetry_at_all() -> None:
+    """Off (the default), a span is the shared no-op: not even the OpenTelemetry API loads."""
+    code = """
+import greenroom.serve._server, greenroom.cli
+from greenroom.observe import capture, inject, span
+with span("x", {"k": 1}) as s:
+    s.set_attribute("k", 2)
+assert capture() is None
+inject({})
+import sys
+assert not [m for m in sys.modules if m.startswith("opentelemetry")], "opentelemetry imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_tracing_on_imports_the_sdk() -> None:
+    code = """
+from greenroom.observe import setup_tracing
+assert setup_tracing("n", env={"OTEL_TRACES_EXPORTER": "console"})
+"""
+    assert imported_after(code) == ["opentelemetry.sdk"]

@@ -34,5 +34,15 @@ from ._results import (
     SessionStatus as SessionStatus,
     StreamState as StreamState,
 )
+from ._runs import (
+    RunFacts as RunFacts,
+    answer_json as answer_json,
+    run_json as run_json,
+)
+from ._scheduler import (
+    RemoteFire as RemoteFire,
+    Scheduler as Scheduler,
+    ScheduleSpec as ScheduleSpec,
+)
 from ._subscription import Subscription as Subscription
 from ._switch import apply_agent_switch_commands as apply_agent_switch_commands

@@ -20,6 +20,7 @@ import trio
 
 from greenroom.agents import BuiltRuntime, supports_serve
 from greenroom.errors import GreenroomError
+from greenroom.observe import detached
 
 from ._commands import InstallRuntime
 from ._context import ActorContext
@@ -62,7 +63,8 @@ async def _serve(ctx: ActorContext, built: BuiltRuntime, source: str, agent_name
         async with trio.open_nursery() as services:
             if supports_serve(runtime):
                 try:
-                    await services.start(runtime.serve)
+                    with detached():  # services outlive the run that built them: no trace
+                        await services.start(runtime.serve)
                 except Exception:
                     log.exception("the runtime of session %s failed to start", ctx.id)
                     ctx.fail_parked(GreenroomError("starting the agent runtime failed"))

@@ -10,9 +10,10 @@ one running turn, shared by the actor (which starts and ends it) and the turn ta
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import uuid
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import outcome
@@ -32,6 +33,7 @@ from greenroom.domain import (
     Summary,
     TokenUsage,
 )
+from greenroom.observe import capture
 from greenroom.persistence import ToolCallRecord
 
 from ._entries import LogEntry
@@ -47,6 +49,10 @@ from ._results import (
     SessionStatus,
     discard_reply,
 )
+from ._runs import RunFacts
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 R = TypeVar("R")
 
@@ -63,6 +69,10 @@ class Call:
 
     request: Request[Any]
     reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+    # The sender's trace context and when it sent (tracing on only): the actor handles the
+    # command under it, so a turn's spans continue the request's trace (decision 0025).
+    trace: Context | None = None
+    sent_at: float = 0.0
 
 
 class MailboxClosed(Exception):
@@ -79,8 +89,12 @@ async def send_call(
       trio.EndOfChannel: the actor took the call but stopped (or crashed) before answering.
     """
     send, receive = trio.open_memory_channel[outcome.Outcome[Any]](1)
+    context = capture()
+    call = Call(request, send)
+    if context is not None:  # tracing: the actor handles it under the sender's context
+        call = Call(request, send, context, trio.current_time())
     try:
-        await mailbox.send(Call(request, send))
+        await mailbox.send(call)
     except (trio.ClosedResourceError, trio.BrokenResourceError):
         send.close()
         receive.close()
@@ -134,6 +148,7 @@ class Turn:
     turn_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     errored: bool = False  # it reported an error (the turn record says failed)
     cancel_reason: str = ""
+    run: RunFacts = attrs.Factory(RunFacts)  # what its run record will say (issue 25)
 
     @property
     def streamed(self) -> bool:
@@ -141,7 +156,8 @@ class Turn:
         return self.send is not None and self.stream_open
 
     def note(self, event: Event) -> None:
-        """Watch the turn's events: settled (for the title task), stopped."""
+        """Watch the turn's events: settled (for the title task), stopped, the run record."""
+        self.run.note(event)
         if isinstance(event, StreamStopped):
             self.stopped = True
         if self.settled.is_set():
@@ -212,6 +228,8 @@ class RunTurn(Request[RunStream]):
     messages: tuple[ChatMessage, ...]
     model: str = ""
     on_disconnect: DisconnectPolicy = "cancel"
+    webhook: str = ""  # where the run's summary goes when it ends (checked by the transport)
+    created_at: dt.datetime | None = None  # when the run was asked for
 
 
 @attrs.frozen

@@ -8,7 +8,7 @@ from typing import Any
 import trio
 
 from greenroom.agents import ModelChoice, QueuedMessage, ResumeRequest
-from greenroom.domain import ChatMessage, Message, Permissions, Summary
+from greenroom.domain import ChatMessage, Message, Permissions, Summary, utcnow
 from greenroom.persistence import ToolCallRecord
 
 from . import _commands as c
@@ -83,6 +83,7 @@ class SessionHandle:
         agent_name: str = "",
         model: str = "",
         on_disconnect: DisconnectPolicy = "cancel",
+        webhook: str = "",
     ) -> RunStream:
         """Start a turn (building the runtime from ``source`` first if there is none).
 
@@ -92,7 +93,9 @@ class SessionHandle:
           AgentSwitchFailed: an agent-switch command of ``messages`` failed.
           ModelSwitchingNotSupported: ``model`` was given to a runtime that cannot switch.
         """
-        request = c.RunTurn(source, agent_name, tuple(messages), model, on_disconnect)
+        request = c.RunTurn(
+            source, agent_name, tuple(messages), model, on_disconnect, webhook, utcnow()
+        )
         return await self._caller.call(self.session_id, request)
 
     async def cancel_turn(self) -> bool:

@@ -191,6 +191,8 @@ async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
     runtime = runtime_for(ctx, cmd.source, cmd.agent_name or ctx.session.agent_name)
     undo = await _apply_model(ctx, runtime, cmd.model) if cmd.model else None
     turn = c.Turn(trio.CancelScope(), None, cmd.on_disconnect)
+    turn.run.created_at = cmd.created_at or turn.run.created_at
+    turn.run.webhook, turn.run.model = cmd.webhook, cmd.model
     try:
         messages = await apply_agent_switch_commands(runtime, cmd.messages)
         await _record_agent(ctx, ctx.runtime_source or cmd.source, runtime)
@@ -200,7 +202,8 @@ async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
         )
         texts = [m.content for m in stamped if m.role == "user" and m.content.strip()]
         # The durability point before the model is called: messages and turn record at once.
-        await ctx.live.begin_turn(stamped, turn.turn_id, ctx.runtime_source or cmd.source)
+        source = ctx.runtime_source or cmd.source
+        await ctx.live.begin_turn(stamped, turn.turn_id, source, turn.run)
         if undo is not None:
             await ctx.live.persist()
     except BaseException:
@@ -221,14 +224,23 @@ async def _run_turn(ctx: ActorContext, cmd: c.RunTurn) -> RunStream:
         budget = ctx.config.title_budget
         ctx.start_title(partial(generate_title, ctx, generator, texts, turn, budget))
     log = ctx.log
+    run = turn.run
     if log is None:
-        return RunStream(receive, turn.consumer_left, lambda: turn.terminal)
+        return RunStream(
+            receive,
+            turn.consumer_left,
+            lambda: turn.terminal,
+            run_id=turn.turn_id,
+            answer=lambda: run.answer,
+        )
     return RunStream(
         receive,
         turn.consumer_left,
         lambda: turn.terminal,
         committed=lambda: log.committed,
         wait_committed=log.wait_committed,
+        run_id=turn.turn_id,
+        answer=lambda: run.answer,
     )
 
 
@@ -246,7 +258,7 @@ async def _recall(ctx: ActorContext, cmd: c.Recall) -> bool:
     _require_decided(ctx)
     chat = ChatMessage("user", cmd.message.content, cmd.message.multi_content, created_at=utcnow())
     turn = c.Turn(trio.CancelScope(), None, "continue")
-    await ctx.live.begin_turn((Message(chat),), turn.turn_id, ctx.runtime_source)
+    await ctx.live.begin_turn((Message(chat),), turn.turn_id, ctx.runtime_source, turn.run)
     ctx.start_turn(turn, partial(run_turn, ctx, turn, runtime, ""))
     return True
 
@@ -273,7 +285,7 @@ async def _cancel_turn(ctx: ActorContext, _: c.CancelTurn) -> bool:
     await trio.lowlevel.checkpoint()
     if ctx.turn is None:
         return False
-    ctx.turn.scope.cancel(reason="cancelled by a client")
+    ctx.turn.cancel("cancelled by a client")  # the run record keeps the reason
     return True
 
 

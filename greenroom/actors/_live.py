@@ -41,6 +41,7 @@ from greenroom.persistence import (
 )
 
 from ._eventlog import EventLog
+from ._runs import RunFacts, ended_record, started_record, webhook_delivery
 
 log = logging.getLogger(__name__)
 
@@ -233,13 +234,26 @@ class LiveSession:
     # --- the turn's durable record -----------------------------------------------------------
 
     async def begin_turn(
-        self, messages: tuple[Message, ...], turn_id: str, source: str
+        self,
+        messages: tuple[Message, ...],
+        turn_id: str,
+        source: str,
+        run: RunFacts | None = None,
     ) -> tuple[Message, ...]:
         """Store a turn's user messages together with its ``running`` record (one commit, the
-        durability point before the model is called), and add them to the live history."""
+        durability point before the model is called), and add them to the live history.
+        ``run``: what the run record starts with (when asked for, model, webhook)."""
         self._require_live()
         start = TurnStart(
-            turn_id, self.id, self._last_seq() + 1, utcnow(), source, self._owner.agent_name()
+            turn_id,
+            self.id,
+            self._last_seq() + 1,
+            utcnow(),
+            source,
+            self._owner.agent_name(),
+            created_at=run.created_at if run is not None else None,
+            model=run.model if run is not None else "",
+            webhook=run.webhook if run is not None else "",
         )
         ids = None
         with trio.move_on_after(self._write_grace, shield=True):  # as above
@@ -247,16 +261,38 @@ class LiveSession:
         if ids is None:
             raise StoreError(f"the store did not confirm a turn of session {self.id} in time")
         stored = tuple(attrs.evolve(m, id=i) for m, i in zip(messages, ids, strict=True))
+        if run is not None:
+            run.start = start
         for message in stored:
             self._session = self._session.with_item(message)
         return stored
 
-    async def end_turn(self, turn_id: str, state: TurnState, reason: str = "") -> None:
-        """Record how the turn ended (shielded and bounded: a cancelled turn records it too).
+    async def end_turn(
+        self, turn_id: str, state: TurnState, reason: str = "", run: RunFacts | None = None
+    ) -> None:
+        """Record how the turn ended (shielded and bounded: a cancelled turn records it too),
+        with its run record and, if the run asked for one, its webhook delivery (one commit).
         A lost actor records nothing: the session's next owner repairs the turn."""
         if self._owner.deleted or self._owner.lost:
             return
         end = TurnEnd(turn_id, self.id, state, self._last_seq(), reason)
+        if run is not None and run.start is not None:
+            now = utcnow()
+            ended = ended_record(
+                started_record(run.start, self.lease.epoch), state, reason, run, now
+            )
+            end = attrs.evolve(
+                end,
+                ended_at=now,
+                first_token_at=ended.first_token_at,
+                model=ended.model,
+                input_tokens=ended.input_tokens,
+                output_tokens=ended.output_tokens,
+                cost=ended.cost,
+                error=ended.error,
+                error_code=ended.error_code,
+                delivery=webhook_delivery(ended),
+            )
         with trio.move_on_after(self._close_grace, shield=True):
             try:
                 await self._writer.end_turn(self.lease, end)

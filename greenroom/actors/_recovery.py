@@ -51,6 +51,7 @@ from greenroom.persistence import (
 
 from ._entries import LogEntry
 from ._processes import host_id, kill_leftover_groups
+from ._runs import webhook_delivery
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,9 @@ def plan_recovery(
     stamp = time.time() if created_at is None else created_at
     entries = [LogEntry.of(lease.last_seq + n, e) for n, e in enumerate(events, 1)]
     rows = tuple(EventRow(sid, e.seq, lease.epoch, e.type, e.data, stamp) for e in entries)
+    # An interrupted run that asked for a webhook gets its delivery now (issue 25).
+    ended = [attrs.evolve(t, state="interrupted", reason=reason, ended_at=now) for t in turns]
+    deliveries = tuple(d for d in map(webhook_delivery, ended) if d is not None)
     return RecoveryPlan(
         lease=lease,
         items=tuple(plan_items),
@@ -181,6 +185,7 @@ def plan_recovery(
         interrupted_turns=tuple(t.turn_id for t in turns),
         reason=reason,
         ended_at=now,
+        deliveries=deliveries,
     )
 
 

@@ -17,16 +17,26 @@ from typing import TypeVar, cast
 import trio
 
 from greenroom.agents import QueuedMessage, RecallHandler, Runtime, RuntimeFactory
-from greenroom.domain import ErrorEvent, Event, Session, SessionSummary, branch, next_fork_title
+from greenroom.domain import (
+    ErrorEvent,
+    Event,
+    Session,
+    SessionPage,
+    SessionQuery,
+    SessionSummary,
+    branch,
+    next_fork_title,
+)
 from greenroom.errors import (
     GreenroomError,
     NodeFenced,
     OwnedElsewhere,
+    RunNotFound,
     SessionExists,
     SessionGone,
     SessionNotFound,
 )
-from greenroom.persistence import Persistence, ToolCallRecord
+from greenroom.persistence import Persistence, RunRecord, ToolCallRecord
 
 from . import _commands as c
 from ._context import RegistryConfig
@@ -36,6 +46,7 @@ from ._handle import SessionHandle, StreamGuard
 from ._logs import EventLogs, EventSource
 from ._readiness import Readiness, readiness
 from ._results import GuardTicket, SessionStatistics
+from ._runs import live_record
 from ._session import SessionActor
 from ._subscription import Subscription
 
@@ -249,8 +260,31 @@ class Registry:
                 raise OwnedElsewhere(owner=owner.node_id, owner_url=owner.advertise_url)
         return await self.store.get_session(session_id)
 
+    async def runs(self, session_id: str, limit: int = 50) -> list[RunRecord]:
+        """The session's newest runs, newest first, from the store (any node can read them);
+        the running one of an actor here shows what it used so far."""
+        if self.logs.is_deleted(session_id):
+            raise SessionNotFound(session_id)
+        return [self._live(r) for r in await self.persistence.run_log.runs(session_id, limit)]
+
+    async def run(self, session_id: str, run_id: str) -> RunRecord:
+        if self.logs.is_deleted(session_id):
+            raise SessionNotFound(session_id)
+        found = await self.persistence.run_log.run(session_id, run_id)
+        if found is None:
+            raise RunNotFound(f"session {session_id} has no run {run_id!r}")
+        return self._live(found)
+
+    def _live(self, record: RunRecord) -> RunRecord:
+        actor = self._actors.get(record.turn.session_id)
+        return live_record(record, actor.turn if actor is not None else None)
+
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()
+
+    async def search_sessions(self, query: SessionQuery) -> SessionPage:
+        """A page of the stored root sessions matching ``query`` (decision 0026)."""
+        return await self.store.search_sessions(query)
 
     async def delete(self, session_id: str) -> None:
         """Tombstone the session, cancel its turn and title, end its event log, delete it."""

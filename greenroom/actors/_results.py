@@ -15,7 +15,7 @@ import attrs
 import outcome
 import trio
 
-from greenroom.domain import Session
+from greenroom.domain import Message, Session
 from greenroom.errors import GreenroomError, SessionGone
 
 from ._entries import LogEntry
@@ -91,7 +91,12 @@ class RunStream:
         terminal: Callable[[], LogEntry | None] | None = None,
         committed: Callable[[], int] | None = None,
         wait_committed: Callable[[int], Awaitable[bool]] | None = None,
+        *,
+        run_id: str = "",
+        answer: Callable[[], Message | None] | None = None,
     ) -> None:
+        self.run_id = run_id  # the run's id ("" for none): GET .../runs/{run_id}
+        self._answer = answer
         self._receive = receive
         self._on_close = on_close
         # Read once the channel has ended: an entry that closes the stream (session_exited
@@ -130,6 +135,10 @@ class RunStream:
         if entry.seq <= 0 or self._committed is None:
             return True
         return self._committed() >= entry.seq
+
+    def answer(self) -> Message | None:
+        """The last assistant message the run stored (read once the stream ended)."""
+        return self._answer() if self._answer is not None else None
 
     def _take_terminal(self) -> LogEntry | None:
         if self._terminal is None:

@@ -32,7 +32,7 @@ from greenroom.agents import (
 )
 from greenroom.domain import Event, Session, SessionExited, visible_messages
 from greenroom.errors import GreenroomError, SessionGone, SessionNotFound
-from greenroom.observe import tag_logs
+from greenroom.observe import attached, command_span, detached, tag_logs
 from greenroom.persistence import EventReader, Lease, Store, ToolCallRecord, Writer
 
 from . import _handlers, _metadata  # noqa: F401  (each registers its handlers)
@@ -50,6 +50,7 @@ from ._table import TABLE
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+PARKS = (NeedsRuntime,)  # a command that waits for the runtime is no error of its span
 
 
 class SessionActor:
@@ -219,6 +220,10 @@ class SessionActor:
         self, *, task_status: trio.TaskStatus[SessionActor] = trio.TASK_STATUS_IGNORED
     ) -> None:
         tag_logs(session_id=self.id)  # this task's lines, and its turns', name the session
+        with detached():  # not the trace of the request that happened to spawn this actor
+            await self._run(task_status)
+
+    async def _run(self, task_status: trio.TaskStatus[SessionActor]) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started(self)
@@ -298,7 +303,8 @@ class SessionActor:
         handler = TABLE[type(call.request)]
         result: outcome.Outcome[Any]
         try:
-            result = outcome.Value(await handler(self, call.request))
+            with attached(call.trace), command_span(self.id, call.request, call.sent_at, PARKS):
+                result = outcome.Value(await handler(self, call.request))
         except NeedsRuntime as need:
             # Answered once the runtime is built: the build never holds the mailbox.
             self._park(call, need.source, need.agent_name)
@@ -321,7 +327,8 @@ class SessionActor:
             slot.building = True
             scope = slot.scope = trio.CancelScope()
             assert self._nursery is not None
-            self._nursery.start_soon(build_runtime, self, scope, source, agent_name)
+            with attached(call.trace):  # the build is part of the first run's trace
+                self._nursery.start_soon(build_runtime, self, scope, source, agent_name)
 
     async def call_self(self, request: Request[R]) -> R:
         try:

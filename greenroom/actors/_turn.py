@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+import attrs
 import trio
 
 from greenroom.agents import (
@@ -31,12 +32,13 @@ from greenroom.domain import (
     Message,
     Session,
     SessionTitle,
+    StreamStarted,
     Summary,
     ToolCall,
     utcnow,
 )
 from greenroom.errors import GreenroomError, SessionNotFound
-from greenroom.observe import metrics, tag_logs
+from greenroom.observe import Span, metrics, span, tag_logs, turn_span
 from greenroom.persistence import ToolCallIntent, TurnState
 
 from ._commands import Turn
@@ -63,6 +65,10 @@ class ActorTurnIO:
 
     async def emit(self, event: Event) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled turn delivers nothing more
+        run = self._turn.run
+        if isinstance(event, StreamStarted) and run.start is not None and not run.announced:
+            run.announced = True  # the run's first stream_started carries its id (issue 25)
+            event = attrs.evolve(event, run_id=self._turn.turn_id)
         # A mirroring runtime already delivered its elicitations through the session sink:
         # log them once, but still show them on the run stream.
         self._turn.note(event)
@@ -86,7 +92,9 @@ class ActorTurnIO:
             turn.consumer_left()
 
     async def add_message(self, message: Message) -> Message:
-        return await self._ctx.live.append_message(message, self._turn.turn_id)
+        stored = await self._ctx.live.append_message(message, self._turn.turn_id)
+        self._turn.run.stored(stored)
+        return stored
 
     async def begin_tool_call(self, call: ToolCall, agent_name: str = "") -> None:
         log_ = self._ctx.log
@@ -107,6 +115,7 @@ class ActorTurnIO:
 
     def add_usage(self, input_tokens: int, output_tokens: int, cost: float) -> None:
         self._ctx.live.add_usage(input_tokens, output_tokens, cost)
+        self._turn.run.add_usage(input_tokens, output_tokens, cost)
 
     async def record_approval(self, approval: Approval) -> None:
         await self._ctx.live.record_approval(approval)
@@ -120,6 +129,13 @@ class ActorTurnIO:
 
 async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str) -> None:
     """The turn task: run the runtime, report failures as events, persist, then end the turn."""
+    with turn_span(ctx.id, turn.turn_id, ctx.agent_name()) as traced:
+        await _run_turn(ctx, turn, runtime, announce_title, traced)
+
+
+async def _run_turn(
+    ctx: ActorContext, turn: Turn, runtime: Runtime, announce_title: str, traced: Span
+) -> None:
     io = ActorTurnIO(ctx, turn, runtime)
     tag_logs(turn_id=turn.turn_id)  # the turn task's lines (and its tool calls') name it
     started = time.monotonic()
@@ -139,8 +155,9 @@ async def run_turn(ctx: ActorContext, turn: Turn, runtime: Runtime, announce_tit
         if turn.scope.cancelled_caught:
             state, reason = "cancelled", turn.cancel_reason
         metrics().turn_ended(ctx.session.agent_name, state, time.monotonic() - started)
+        traced.set_attribute("greenroom.turn.state", state)
         await ctx.live.persist(shielded=True)
-        await ctx.live.end_turn(turn.turn_id, state, reason)
+        await ctx.live.end_turn(turn.turn_id, state, reason, turn.run)
     finally:
         turn.settled.set()
         ctx.end_turn(turn)
@@ -182,7 +199,7 @@ async def generate_title(
         return
     title = ""
     ctx.on_title_asked()
-    with trio.move_on_after(budget):
+    with trio.move_on_after(budget), span("generate_title", {"greenroom.session.id": ctx.id}):
         try:
             if supports_priced_titles(generator):
                 priced = await generator.generate_priced(texts)

@@ -19,6 +19,8 @@ from typing import Any
 import attrs
 import trio
 
+from greenroom.observe import span
+
 from ._config import AgentConfig
 from ._delegation import ChildIO, child_session, last_answer, team_prompt
 from ._frame import AgentSlot, Frame
@@ -135,8 +137,10 @@ class BackgroundAgents:
     async def _work(self, task: BackgroundTask, frame: Frame) -> None:
         child = task.io
         assert child is not None
+        # Under the tool call that started it: a service is spawned from that call's task.
+        traced = span(f"background_agent {task.agent}", {"greenroom.task.id": task.id})
         try:
-            with task.scope:
+            with task.scope, traced:
                 await self._run(frame)
         except Exception:  # the loop reports its own failures; this is a bug
             log.exception("background task %s crashed", task.id)

@@ -32,7 +32,7 @@ from greenroom.domain import (
     Warning,
 )
 from greenroom.errors import ModelContextOverflow
-from greenroom.observe import metrics
+from greenroom.observe import metrics, model_call_span, record_model_response
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
@@ -150,7 +150,10 @@ class _Call:
             max_tokens=self.max_tokens,
             thinking=False,  # a summary needs no reasoning budget (as titles)
         )
-        response = await self.provider.complete(request, _ignore)
+        model = self.model
+        with model_call_span(model.provider, model.model, purpose="compaction") as traced:
+            response = await self.provider.complete(request, _ignore)
+            record_model_response(traced, response)
         usage = response.usage
         self.input_tokens += usage.input_tokens + usage.cached_input_tokens
         self.output_tokens += usage.output_tokens

@@ -15,6 +15,7 @@ import attrs
 from greenroom.domain import Permissions
 from greenroom.errors import AgentNotFound, InvalidRequest
 
+from ._rag_config import RagSource
 from ._runtime import Command
 from .providers._base import ModelConfig, StructuredOutput
 from .providers._catalog import CustomProvider, apply_custom_provider
@@ -131,6 +132,8 @@ class AgentConfig:
     hooks: HooksConfig | None = None
     structured_output: StructuredOutput | None = None
     """The JSON schema the agent's final answer must match (checked after each turn)."""
+    rag: tuple[RagSource, ...] = ()
+    """The ``rag`` sources the agent searches (one search tool each, ``tools/_rag.py``)."""
 
 
 @attrs.frozen
@@ -265,6 +268,7 @@ def _agent_json(agent: AgentConfig) -> dict[str, Any]:
             "add_description_parameter": agent.add_description_parameter,
             "code_mode_tools": agent.code_mode_tools,
             "hooks": _hooks_json(agent.hooks) if agent.hooks else None,
+            "rag": [source.name for source in agent.rag],
         }
     )
 

@@ -54,7 +54,7 @@ from greenroom.errors import (
     ModelError,
     ToolCallLoop,
 )
-from greenroom.observe import model_call
+from greenroom.observe import FirstToken, model_call, model_call_span, record_model_response
 
 from ._answer_schema import check_answer
 from ._compaction import compact
@@ -372,9 +372,11 @@ class AgentLoop:
                 log.warning("proactive compaction of %s failed: %s", session.id, exc.message)
                 await io.emit(Warning(f"compaction failed: {exc.message}", agent.name))
         frame.agent_name = agent.name
+        first_token = FirstToken()
 
         async def on_delta(delta: Delta) -> None:
             call.first_token()
+            first_token()
             if isinstance(delta, TextDelta):
                 frame.text.append(delta.text)
                 await io.emit(AgentChoice(delta.text, agent.name, session.id))
@@ -383,7 +385,11 @@ class AgentLoop:
                 await io.emit(AgentChoiceReasoning(delta.text, agent.name, session.id))
 
         provider = provider or self.models.provider_of(agent)
-        with model_call(model.provider, model.model) as call:  # counted and timed (metrics)
+        traced = model_call_span(model.provider, model.model, agent.name, model.max_tokens)
+        with (
+            model_call(model.provider, model.model) as call,  # counted and timed (metrics)
+            traced as first_token.span,
+        ):
             try:
                 response = await provider.complete(request, on_delta)
             except ModelContextOverflow:
@@ -393,6 +399,7 @@ class AgentLoop:
                 if await self.compact(frame) is None:
                     raise
                 response = await provider.complete(await self._request(frame, model), on_delta)
+            record_model_response(first_token.span, response)
         # A fallback (or a routed model) may have answered: its own prices and window count.
         answered = response.answered_by or model
         if answered is not model:

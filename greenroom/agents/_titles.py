@@ -19,6 +19,7 @@ import attrs
 
 from greenroom.domain import ChatMessage, Usage
 from greenroom.errors import ModelError
+from greenroom.observe import model_call_span
 
 from ._runtime import PricedTitle
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
@@ -108,7 +109,8 @@ class ModelTitleGenerator:
                 if isinstance(provider, WritesTitles):
                     raw = await provider.title(texts)
                 else:
-                    response = await provider.complete(request, _ignore)
+                    with model_call_span(model.provider, model.model, purpose="title"):
+                        response = await provider.complete(request, _ignore)
                     raw = response.content
                     spent = _spend(spent, response.answered_by or model, response.usage)
             except Exception as exc:

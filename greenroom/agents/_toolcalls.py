@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,7 +46,7 @@ from greenroom.domain import (
     Warning,
     utcnow,
 )
-from greenroom.observe import metrics
+from greenroom.observe import approval_span, metrics, tool_span
 
 from ._confirm import Confirmations, is_approval
 from ._frame import Frame, ManagedTool
@@ -168,7 +169,9 @@ class ToolCalls:
         results: list[ToolResult | None] = [None] * len(group)
 
         async def one(slot: int, item: Prepared) -> None:
-            results[slot] = await self._run_one(frame, agent_name, item)
+            with tool_span(item.call.function.name, item.call.id, agent_name) as traced:
+                results[slot] = result = await self._run_one(frame, agent_name, item)
+                traced.set_attribute("greenroom.tool.is_error", result.is_error)
 
         if len(group) == 1:
             await one(0, group[0])
@@ -321,8 +324,10 @@ class ToolCalls:
         event = ToolCallConfirmation(call, item.definition, agent_name, io.session.id, rule)
         timed_out = False
         answer: ResumeRequest | None = None
-        with trio.move_on_after(self.confirmation_timeout or float("inf")) as scope:
-            answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
+        with approval_span(call.function.name, call.id, rule) as traced:
+            with trio.move_on_after(self.confirmation_timeout or math.inf) as scope:
+                answer = await self.confirmations.ask(lambda: io.emit(event), call.function.name)
+            traced.set_attribute("greenroom.approval.answer", answer.type if answer else "none")
         if scope.cancelled_caught or answer is None:
             timed_out = True
             answer = ResumeRequest(

@@ -3,9 +3,9 @@
 ruamel.yaml's round-trip loader keeps the line of every key and value, so a problem can point at
 the line to fix. The whole file is checked before failing, so one run reports every fault.
 What docker-agent's format allows and greenroom will not do as written (keys it does not
-implement such as ``rag``, sub-agents from a catalog, ...) is accepted and listed in
+implement, sub-agents from a catalog, ...) is accepted and listed in
 :attr:`AgentFile.warnings`; anything else wrong (an unknown key, provider, model, agent or
-toolset type) is an error. The model side is read by ``_yaml_models.py``.
+toolset type) is an error. Models are read by ``_yaml_models.py``, ``rag`` by ``_yaml_rag.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from greenroom.domain import Permissions
 from greenroom.errors import AgentConfigError
 
 from ._config import AgentConfig, AgentFile, ToolsetConfig
+from ._rag_config import RagSource
 from ._runtime import Command
 from ._source_refs import is_external_agent
 from ._toolset_types import KNOWN_TOOLSET_TYPES, unknown_type_problem
@@ -50,6 +51,7 @@ from ._yaml_external import ExternalAgents, merge_external
 from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
+from ._yaml_rag import agent_rag, parse_rag
 
 _TOP_KEYS = {
     "version",
@@ -60,8 +62,9 @@ _TOP_KEYS = {
     "providers",
     "metadata",
     "mcps",
+    "rag",
 }
-_TOP_IGNORED = {"rag"}
+_TOP_IGNORED: set[str] = set()
 SAFETY_POLICIES = ("strict", "balanced", "restricted", "autonomous", "unsafe", "safer", "safe-auto")
 _SAFETY_ALIASES = {"unsafe": "autonomous", "safer": "balanced", "safe-auto": "balanced"}
 _AGENT_KEYS = {
@@ -83,11 +86,10 @@ _AGENT_KEYS = {
     "structured_output",
     "max_consecutive_tool_calls",
     "max_old_tool_call_tokens",
+    "rag",
     *CONTEXT_KEYS,
 }
-_AGENT_IGNORED = {
-    "rag",
-}
+_AGENT_IGNORED: set[str] = set()
 _AGENT_UNSUPPORTED = {"harness": "harness agents are not supported by greenroom"}
 _TOOLSET_IGNORED: set[str] = set()
 """Generic toolset keys greenroom accepts and does not apply (docs/agents.md, Toolsets)."""
@@ -282,6 +284,7 @@ def _parse_agent(
     agents: Mapping[Any, Any],
     refs: ModelRefs,
     mcps: Mapping[Any, Any],
+    rag: tuple[Mapping[str, RagSource], set[str]] = ({}, set()),
 ) -> AgentConfig | None:
     path = f"agents.{name}"
     mapping = as_mapping(raw)
@@ -337,6 +340,8 @@ def _parse_agent(
             _parse_toolsets(c, mapping["toolsets"], f"{path}.toolsets", toolsets_line, mcps)
         )
         check_toolset_models(c, fields["toolsets"], f"{path}.toolsets", refs)
+    if "rag" in mapping:
+        fields["rag"] = agent_rag(c, mapping, path, *rag)
     if "commands" in mapping:
         commands_line = line_of(mapping, "commands") or line
         fields["commands"] = _parse_commands(
@@ -428,13 +433,14 @@ def _parse_document(
         return None
     if not agents_raw:
         c.fail(line_of(doc, "agents") or 1, "agents", "declares no agent")
+    rag = parse_rag(c, doc, refs, models, providers)
     agents = {}
     for name, raw in agents_raw.items():
         line = line_of(agents_raw, name, value=False) or 1
         if not isinstance(name, str):
             c.fail(line, "agents", f"agent name {name!r} is not a string")
             continue
-        agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps)
+        agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps, rag)
         if agent is not None:
             agents[name] = agent
     if c.external and external is not None:

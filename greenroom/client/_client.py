@@ -97,6 +97,16 @@ class GreenroomClient:
         """Root sessions, newest first: ``id``, ``title``, ``created_at``, ``num_messages``..."""
         return await self._call("GET", "/api/sessions")  # type: ignore[no-any-return]
 
+    async def search_sessions(self, q: str = "", **params: str | int | bool) -> dict[str, Any]:
+        """One page of root sessions (decision 0026): ``{"sessions": [...], "next_cursor"}``.
+        ``params``: ``agent``, ``starred``, ``since``, ``until``, ``order``, ``limit``,
+        ``cursor`` (the previous page's ``next_cursor``)."""
+        query = {"q": q} | {
+            k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for k, v in params.items()
+        }
+        return await self._call("GET", "/api/sessions", params=query)  # type: ignore[no-any-return]
+
     async def create_session(self, *, title: str = "", **template: Any) -> dict[str, Any]:
         """Create a session; ``template`` takes the other session fields (``permissions``,
         ``working_dir``, ``max_iterations``, ...). Returns the new session."""

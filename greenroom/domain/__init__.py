@@ -96,6 +96,17 @@ from ._limits import (
     check_text as check_text,
     check_value as check_value,
 )
+from ._session_query import (
+    DEFAULT_LIMIT as DEFAULT_LIMIT,
+    MAX_LIMIT as MAX_LIMIT,
+    MAX_QUERY as MAX_QUERY,
+    PageKey as PageKey,
+    SessionOrder as SessionOrder,
+    SessionPage as SessionPage,
+    SessionQuery as SessionQuery,
+    query_words as query_words,
+    search_words as search_words,
+)
 from ._truncate import (
     MARKER as MARKER,
     cap_tool_result as cap_tool_result,
@@ -123,4 +134,9 @@ from ._types import (
     frozen_map as frozen_map,
     new_id as new_id,
     utcnow as utcnow,
+)
+from ._webhook_urls import (
+    WebhookPrefix as WebhookPrefix,
+    check_webhook as check_webhook,
+    parse_webhook_allow as parse_webhook_allow,
 )

@@ -23,8 +23,12 @@ class UserMessage:
 
 @attrs.frozen
 class StreamStarted:
+    """A run's stream starts. ``run_id`` (a greenroom addition, issue 25): the id of the run
+    (``GET /api/sessions/{id}/runs/{run_id}``) on the first ``stream_started`` of a run."""
+
     session_id: str = ""
     agent_name: str = ""
+    run_id: str = ""
 
 
 @attrs.frozen

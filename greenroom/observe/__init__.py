@@ -28,3 +28,41 @@ from ._metrics import (
     reset_metrics as reset_metrics,
     use_metrics as use_metrics,
 )
+
+# Traces (decision 0025): OpenTelemetry, a shared no-op until turned on.
+from ._propagation import (
+    extract as extract,
+    extract_field as extract_field,
+    inject as inject,
+    inject_request_hook as inject_request_hook,
+)
+from ._spans import (
+    FirstToken as FirstToken,
+    approval_span as approval_span,
+    command_span as command_span,
+    commit_span as commit_span,
+    forward_span as forward_span,
+    mcp_call_span as mcp_call_span,
+    model_call_span as model_call_span,
+    record_model_response as record_model_response,
+    server_span as server_span,
+    store_write_span as store_write_span,
+    tool_span as tool_span,
+    turn_span as turn_span,
+)
+from ._tracing import (
+    NOOP_SPAN as NOOP_SPAN,
+    Span as Span,
+    TracingUnavailable as TracingUnavailable,
+    annotate as annotate,
+    attached as attached,
+    capture as capture,
+    current_span_context as current_span_context,
+    detached as detached,
+    install_provider as install_provider,
+    setup_tracing as setup_tracing,
+    shutdown_tracing as shutdown_tracing,
+    span as span,
+    tracing_enabled as tracing_enabled,
+    tracing_problem as tracing_problem,
+)

@@ -213,6 +213,11 @@ class Metrics:
         self.ws_frames = counter(
             "greenroom_websocket_frames", "WebSocket frames, by direction (in, out)", ("direction",)
         )
+        self.webhook_attempts = counter(
+            "greenroom_webhook_attempts",
+            "Webhook delivery attempts, by what followed (delivered, retry, failed)",
+            ("outcome",),
+        )
         self.events_written = Counter(
             "greenroom_events_written", "Session events committed to the store", registry=r
         )

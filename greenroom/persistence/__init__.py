@@ -29,6 +29,8 @@ from ._records import (
     DECISION_ACTIONS as DECISION_ACTIONS,
     Decision as Decision,
     DecisionAction as DecisionAction,
+    Delivery as Delivery,
+    DeliveryState as DeliveryState,
     EventRow as EventRow,
     HeadState as HeadState,
     Lease as Lease,
@@ -46,6 +48,8 @@ from ._records import (
     TurnStart as TurnStart,
     TurnState as TurnState,
 )
+from ._runs import RunLog as RunLog, RunRecord as RunRecord
+from ._schedules import Schedule as Schedule, ScheduleStore as ScheduleStore
 from ._sqlite import SqliteStore as SqliteStore, open_sqlite_store as open_sqlite_store
 
 __all__ = [
@@ -54,6 +58,8 @@ __all__ = [
     "CommitListener",
     "Decision",
     "DecisionAction",
+    "Delivery",
+    "DeliveryState",
     "EventReader",
     "EventRow",
     "GroupCommitWriter",
@@ -70,6 +76,10 @@ __all__ = [
     "ProcessRecord",
     "RecoveryPlan",
     "RetentionPolicy",
+    "RunLog",
+    "RunRecord",
+    "Schedule",
+    "ScheduleStore",
     "SqliteStore",
     "Store",
     "StoredEvent",

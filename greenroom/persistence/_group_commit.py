@@ -34,7 +34,7 @@ import outcome
 import trio
 
 from greenroom.errors import GreenroomError, StoreError
-from greenroom.observe import metrics
+from greenroom.observe import commit_span, current_span_context, metrics, store_write_span
 
 from ._persistence import CommitListener
 from ._records import EventRow
@@ -115,10 +115,11 @@ class WriterStatistics:
 class _Job:
     """One write: ``fn`` runs on the writer thread; ``task`` waits for its outcome."""
 
-    __slots__ = ("atomic", "fn", "slot", "task")
+    __slots__ = ("atomic", "fn", "link", "slot", "task")
 
     def __init__(self, fn: Callable[[Any], Any], task: trio.lowlevel.Task | None, atomic: bool):
         self.fn = fn
+        self.link = current_span_context()  # the waiting caller's span (tracing on only)
         self.slot = task is not None  # holds one of the queue's slots until delivered
         # None: nobody waits (a posted job, or the caller was cancelled); it commits all the same.
         self.task = task
@@ -170,6 +171,10 @@ class GroupCommitWriter(Generic[C]):
         Raises:
             StoreError: the store is closed (also when it closed while this waited for a slot).
         """
+        with store_write_span(self.backend.where):  # a commit_span links to it
+            return await self._write(fn, atomic)
+
+    async def _write(self, fn: Callable[[C], T], atomic: bool) -> T:
         self.check_open()
         try:
             self._slots.acquire_nowait()
@@ -282,8 +287,12 @@ class GroupCommitWriter(Generic[C]):
                 batch.append(item)
             jobs = [job for job in batch if isinstance(job, _Job)]
             started = time.monotonic()
+            traced = commit_span(
+                self.backend.where, len(jobs), len(batch) - len(jobs), (j.link for j in jobs)
+            )
             try:
-                results, heads, failed = self._commit(batch)
+                with traced:
+                    results, heads, failed = self._commit(batch)
             except BaseException as exc:  # a bug: fail the batch loudly, keep serving
                 error = StoreError(f"writing {self.backend.where} failed: {exc!r}")
                 results, heads = [outcome.Error(error) for _ in jobs], {}

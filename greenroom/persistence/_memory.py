@@ -19,6 +19,8 @@ from greenroom.domain import (
     Message,
     Permissions,
     Session,
+    SessionPage,
+    SessionQuery,
     SessionSummary,
     SubSession,
     Summary,
@@ -36,7 +38,10 @@ from greenroom.errors import (
 )
 
 from ._memory_journal import MemoryJournal
+from ._memory_search import search
 from ._process_log import MemoryProcessLog
+from ._runs import MemoryRuns
+from ._schedules import MemorySchedules
 
 _METADATA_EXCLUDED = ("id", "items", "created_at", "parent_id")
 
@@ -51,14 +56,19 @@ def _storable(*values: object) -> None:
             raise UnstorableValue(f"a value cannot be stored: {exc.message}") from None
 
 
-class MemoryStore(MemoryJournal, MemoryProcessLog):
+class MemoryStore(MemoryRuns, MemoryJournal, MemoryProcessLog, MemorySchedules):
     """Sessions in a dict; message ids from one counter, as a database would give them."""
 
     def __init__(self) -> None:
         super().__init__()
         self._sessions: dict[str, Session] = {}
         self._processes = {}
+        self._schedules = {}
+        self._outbox = {}
+        self._claims = {}
         self._ids = itertools.count(1)
+        self._seqs: dict[str, int] = {}  # insertion numbers (search pages, decision 0026)
+        self._next_seq = itertools.count(1)
         self._closed = False
 
     def _get(self, session_id: str) -> Session:
@@ -68,6 +78,9 @@ class MemoryStore(MemoryJournal, MemoryProcessLog):
             return self._sessions[session_id]
         except KeyError:
             raise SessionNotFound(session_id) from None
+
+    def _require(self, session_id: str) -> None:
+        self._get(session_id)
 
     def _insert(self, session: Session) -> Session:
         # Depth-first, as the SQLite store numbers them: every message gets the next id and
@@ -82,6 +95,7 @@ class MemoryStore(MemoryJournal, MemoryProcessLog):
             items.append(item)
         stored = attrs.evolve(session, items=tuple(items))
         self._sessions[stored.id] = stored
+        self._seqs[stored.id] = next(self._next_seq)
         self._head(stored.id)
         return stored
 
@@ -128,22 +142,26 @@ class MemoryStore(MemoryJournal, MemoryProcessLog):
         order = {session_id: n for n, session_id in enumerate(self._sessions)}
         roots = [s for s in self._sessions.values() if not s.parent_id]
         roots.sort(key=lambda s: (s.created_at, order[s.id]), reverse=True)
-        return [
-            SessionSummary(
-                id=s.id,
-                title=s.title,
-                created_at=s.created_at,
-                # Count the sub-sessions as they are now, not as they were when attached.
-                num_messages=sum(1 for _ in visible_messages(self._resolve(s).items)),
-                input_tokens=s.input_tokens,
-                output_tokens=s.output_tokens,
-                working_dir=s.working_dir,
-                starred=s.starred,
-                agent_file=s.agent_file,
-                agent_name=s.agent_name,
-            )
-            for s in roots
-        ]
+        return [self._summary(s) for s in roots]
+
+    def _summary(self, s: Session) -> SessionSummary:
+        return SessionSummary(
+            id=s.id,
+            title=s.title,
+            created_at=s.created_at,
+            # Count the sub-sessions as they are now, not as they were when attached.
+            num_messages=sum(1 for _ in visible_messages(self._resolve(s).items)),
+            input_tokens=s.input_tokens,
+            output_tokens=s.output_tokens,
+            working_dir=s.working_dir,
+            starred=s.starred,
+            agent_file=s.agent_file,
+            agent_name=s.agent_name,
+        )
+
+    async def search_sessions(self, query: SessionQuery) -> SessionPage:
+        self._get_closed_check()
+        return search(self._sessions.values(), self._seqs, query, self._summary)
 
     async def update_session(self, session: Session) -> None:
         self._get_closed_check()
@@ -165,6 +183,7 @@ class MemoryStore(MemoryJournal, MemoryProcessLog):
             if isinstance(item, SubSession) and item.session.id in self._sessions:
                 await self.delete_session(item.session.id)
         del self._sessions[session_id]
+        self._seqs.pop(session_id, None)
         self._forget(session_id)
 
     def _append(self, session_id: str, item: Item) -> None:

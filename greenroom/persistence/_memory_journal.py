@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -19,6 +19,7 @@ from greenroom.observe import metrics
 from ._persistence import CommitListener, SingleNodeRoles
 from ._records import (
     Decision,
+    Delivery,
     EventRow,
     HeadState,
     Lease,
@@ -77,6 +78,9 @@ class MemoryJournal(SingleNodeRoles):
     def _replace_message(self, session_id: str, message_id: int, message: Message) -> None:
         raise NotImplementedError
 
+    def _add_deliveries(self, deliveries: Sequence[Delivery]) -> None:
+        raise NotImplementedError
+
     def _head(self, session_id: str) -> _Head:
         self._get(session_id)
         return self._heads.setdefault(session_id, _Head())
@@ -130,6 +134,9 @@ class MemoryJournal(SingleNodeRoles):
             turn.started_at,
             turn.source,
             turn.agent_name,
+            created_at=turn.created_at or turn.started_at,
+            model=turn.model,
+            webhook=turn.webhook,
         )
         head.state = "running"
         return ids
@@ -153,10 +160,19 @@ class MemoryJournal(SingleNodeRoles):
                 turn,
                 state=end.state,
                 last_seq=end.last_seq,
-                ended_at=dt.datetime.now(dt.UTC),
+                ended_at=end.ended_at or dt.datetime.now(dt.UTC),
                 reason=end.reason,
+                first_token_at=end.first_token_at,
+                model=end.model or turn.model,
+                input_tokens=end.input_tokens,
+                output_tokens=end.output_tokens,
+                cost=end.cost,
+                error=end.error,
+                error_code=end.error_code,
             )
         head.state = "idle"
+        if end.delivery is not None:
+            self._add_deliveries((end.delivery,))
 
     async def begin_tool_call(self, lease: Lease, intent: ToolCallIntent) -> None:
         self._head(intent.session_id)
@@ -240,6 +256,7 @@ class MemoryJournal(SingleNodeRoles):
                 ended_at=plan.ended_at,
                 reason=plan.reason,
             )
+        self._add_deliveries(plan.deliveries)
         self._events.setdefault(sid, []).extend(plan.events)
         if plan.events:
             head.last_seq, head.epoch = plan.events[-1].seq, plan.lease.epoch

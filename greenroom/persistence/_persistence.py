@@ -8,7 +8,9 @@
     ├── events      EventReader: replay a session's log, read records for recovery
     ├── ownership   Ownership: who may append to a session's log (a Lease with its epoch)
     ├── bus         CommitBus: other nodes' commits (NullBus: there are none)
-    └── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
+    ├── process_log ProcessLog: the process groups of running tool calls (_process_log.py)
+    ├── run_log     RunLog: run records and the webhook outbox (_runs.py)
+    └── schedules   ScheduleStore: scheduled runs and their next occurrence (_schedules.py)
 
 Every store implements all of it on one object (its ``store``, ``writer``, ``events`` and
 ``ownership`` are the store itself). The in-memory and SQLite stores are the single-node form
@@ -47,6 +49,8 @@ from ._records import (
     TurnStart,
     TurnState,
 )
+from ._runs import RunLog
+from ._schedules import ScheduleStore
 
 CommitListener = Callable[[Mapping[str, int], Mapping[str, str]], None]
 """Called in the trio thread after each commit: the newest committed seq per session, and the
@@ -243,6 +247,12 @@ class Persistence(Protocol):
 
     @property
     def process_log(self) -> ProcessLog: ...
+
+    @property
+    def schedules(self) -> ScheduleStore: ...
+
+    @property
+    def run_log(self) -> RunLog: ...
 
     @property
     def membership(self) -> Membership | None:

@@ -29,6 +29,7 @@ from ._records import (
     TurnRecord,
     TurnStart,
 )
+from ._sql_runs import TURN_COLUMNS, insert_delivery, turn_record
 
 Conn = psycopg.Connection[Any]
 ItemRow = sql.ItemRow
@@ -87,7 +88,8 @@ def begin_turn(
     ids = tuple(sql.append_row(conn, turn.session_id, row) for row in rows)
     conn.execute(
         "INSERT INTO gr_turns (turn_id, session_id, epoch, state, first_seq, text_seq, source,"
-        " agent_name, started_at) VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s)",
+        " agent_name, started_at, created_at, model, webhook)"
+        " VALUES (%s, %s, %s, 'running', %s, %s, %s, %s, %s, %s, %s, %s)",
         (
             turn.turn_id,
             turn.session_id,
@@ -97,6 +99,9 @@ def begin_turn(
             turn.source,
             turn.agent_name,
             format_datetime(turn.started_at),
+            format_datetime(turn.created_at or turn.started_at),
+            turn.model,
+            turn.webhook,
         ),
     )
     return ids
@@ -121,11 +126,30 @@ def add_turn_message(
 
 def end_turn(conn: Conn, owner: Owner, lease: Lease, end: TurnEnd, ended_at: str) -> None:
     fence.fence(conn, lease, *owner, state="idle")
+    first = format_datetime(end.first_token_at) if end.first_token_at else None
     conn.execute(
-        "UPDATE gr_turns SET state = %s, last_seq = %s, ended_at = %s, reason = %s"
+        "UPDATE gr_turns SET state = %s, last_seq = %s, ended_at = %s, reason = %s,"
+        " first_token_at = %s, model = CASE WHEN %s = '' THEN model ELSE %s END,"
+        " input_tokens = %s, output_tokens = %s, cost = %s, error = %s, error_code = %s"
         " WHERE turn_id = %s",
-        (end.state, end.last_seq, ended_at, end.reason, end.turn_id),
+        (
+            end.state,
+            end.last_seq,
+            ended_at,
+            end.reason,
+            first,
+            end.model,
+            end.model,
+            end.input_tokens,
+            end.output_tokens,
+            end.cost,
+            end.error,
+            end.error_code,
+            end.turn_id,
+        ),
     )
+    if end.delivery is not None:
+        insert_delivery(conn, end.delivery, "%s")
 
 
 def _dicts(conn: Conn, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
@@ -140,14 +164,12 @@ def _times(data: dict[str, Any], *names: str) -> dict[str, Any]:
 
 
 def turns(conn: Conn, session_id: str, states: Iterable[str]) -> list[TurnRecord]:
-    rows = _dicts(
-        conn,
-        "SELECT turn_id, session_id, epoch, state, first_seq, text_seq, started_at, source,"
-        " agent_name, last_seq, ended_at, reason FROM gr_turns WHERE session_id = %s"
+    rows = conn.execute(
+        f"SELECT {TURN_COLUMNS} FROM gr_turns WHERE session_id = %s"
         " AND state = ANY(%s) ORDER BY started_at, inserted",
         (session_id, list(states)),
-    )
-    return [TurnRecord(**_times(r, "started_at", "ended_at")) for r in rows]
+    ).fetchall()
+    return [turn_record(r) for r in rows]
 
 
 # --- tool calls ----------------------------------------------------------------------------
@@ -297,6 +319,8 @@ def apply_recovery(
         " WHERE turn_id = ANY(%s)",
         (last, format_datetime(plan.ended_at), plan.reason, list(plan.interrupted_turns)),
     )
+    for delivery in plan.deliveries:
+        insert_delivery(conn, delivery, "%s")
     fence.fence(conn, lease, *owner, state=plan.head_state)
     return tuple(ids)
 

@@ -15,6 +15,7 @@ from greenroom.domain import Item, Message, Session, SessionSummary, SubSession,
 from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
+from ._pg_search import search_sessions as search_sessions  # decision 0026
 
 Conn = psycopg.Connection[Any]
 ItemRow = tuple[str, str | None, str]  # (kind, role, body JSON): serialised by the caller

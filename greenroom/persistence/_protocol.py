@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from greenroom.domain import ErrorItem, Message, Permissions, Session, SessionSummary, Summary
+from greenroom.domain import (
+    ErrorItem,
+    Message,
+    Permissions,
+    Session,
+    SessionPage,
+    SessionQuery,
+    SessionSummary,
+    Summary,
+)
 
 
 class Store(Protocol):
@@ -30,6 +39,10 @@ class Store(Protocol):
 
     async def list_sessions(self) -> list[SessionSummary]:
         """Root sessions (no parent), newest first, with visible-message counts."""
+
+    async def search_sessions(self, query: SessionQuery) -> SessionPage:
+        """One page of the root sessions matching ``query``, in its order (decision 0026):
+        full-text words over titles and user/assistant messages, filters, keyset paging."""
 
     async def update_session(self, session: Session) -> None:
         """Upsert the metadata (title, tokens, permissions, ...); the stored history is kept."""

@@ -82,15 +82,30 @@ class TurnStart:
     started_at: dt.datetime
     source: str = ""  # the agent source and agent that run it (a rerun rebuilds the runtime)
     agent_name: str = ""
+    created_at: dt.datetime | None = None  # when the run was asked for (before any build)
+    model: str = ""  # the model asked for ("" = the agent's)
+    webhook: str = ""  # where the run's summary goes when it ends ("" = nowhere)
 
 
 @attrs.frozen
 class TurnEnd:
+    """How a turn ended, and what its run record says about it: written at once with the
+    webhook delivery of the run (``delivery``), if it asked for one."""
+
     turn_id: str
     session_id: str
     state: TurnState
     last_seq: int
     reason: str = ""
+    ended_at: dt.datetime | None = None  # None: now
+    first_token_at: dt.datetime | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    error: str = ""
+    error_code: str = ""
+    delivery: Delivery | None = None
 
 
 @attrs.frozen
@@ -116,6 +131,38 @@ class TurnRecord:
     last_seq: int | None = None
     ended_at: dt.datetime | None = None
     reason: str = ""
+    # The run record (issue 25): when it was asked for, its first token, what it used.
+    created_at: dt.datetime | None = None
+    first_token_at: dt.datetime | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    error: str = ""
+    error_code: str = ""
+    webhook: str = ""
+
+
+DeliveryState = Literal["pending", "delivered", "failed"]
+
+
+@attrs.frozen
+class Delivery:
+    """One webhook delivery: a row of the outbox, written in the transaction that ends its
+    run and sent (at least once) by a deliverer that claims it. ``body`` is sent as it is;
+    ``next_attempt_at`` and the claim are on the deliverer's clock (seconds)."""
+
+    delivery_id: str
+    session_id: str
+    run_id: str
+    url: str
+    body: bytes
+    created_at: float
+    state: DeliveryState = "pending"
+    attempts: int = 0
+    last_error: str = ""
+    next_attempt_at: float = 0.0
+    finished_at: float | None = None
 
 
 @attrs.frozen
@@ -178,6 +225,7 @@ class RecoveryPlan:
     interrupted_turns: tuple[str, ...]
     reason: str
     ended_at: dt.datetime
+    deliveries: tuple[Delivery, ...] = ()  # the webhooks of interrupted runs that asked for one
 
     @property
     def head_state(self) -> HeadState:

@@ -146,10 +146,15 @@ class SqlLog(Generic[C, O]):
 
     async def end_turn(self, lease: Lease, end: TurnEnd) -> None:
         owner = self._owner()
-        ended_at = format_datetime(dt.datetime.now(dt.UTC))
+        ended_at = format_datetime(end.ended_at or dt.datetime.now(dt.UTC))
         await self.group_commit.write(
             lambda conn: self._journal.end_turn(conn, owner, lease, end, ended_at)
         )
+        if end.delivery is not None:
+            self._outbox_changed()  # committed: the deliverer may send it
+
+    def _outbox_changed(self) -> None:
+        pass  # the run log (SqlRuns) wakes its deliverer
 
     async def begin_tool_call(self, lease: Lease, intent: ToolCallIntent) -> None:
         owner = self._owner()
@@ -190,6 +195,8 @@ class SqlLog(Generic[C, O]):
         listener = self.group_commit.listener
         if plan.events and listener is not None:  # committed: its events may be served
             listener({plan.lease.session_id: plan.events[-1].seq}, {})
+        if plan.deliveries:
+            self._outbox_changed()
         return ids
 
     async def apply_retention(self, policy: RetentionPolicy, now: float) -> int:

@@ -14,6 +14,8 @@ from greenroom.domain import (
     Message,
     Permissions,
     Session,
+    SessionPage,
+    SessionQuery,
     SessionSummary,
     SubSession,
     Summary,
@@ -40,6 +42,8 @@ class SessionSql(Protocol[Cx]):
     def load_session(self, conn: Cx, session_id: str, /) -> Session: ...
 
     def list_sessions(self, conn: Cx, /) -> list[SessionSummary]: ...
+
+    def search_sessions(self, conn: Cx, query: SessionQuery, /) -> SessionPage: ...
 
     def upsert_session(self, conn: Cx, row: tuple[Any, ...], /) -> None: ...
 
@@ -98,6 +102,9 @@ class SqlStore(Generic[C]):
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self._read(self._sql.list_sessions)
+
+    async def search_sessions(self, query: SessionQuery) -> SessionPage:
+        return await self._read(lambda conn: self._sql.search_sessions(conn, query))
 
     async def update_session(self, session: Session) -> None:
         row = _rows.session_to_row(session)

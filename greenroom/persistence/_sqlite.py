@@ -27,7 +27,9 @@ from . import _sqlite_journal as journal, _sqlite_sql as sql
 from ._group_commit import GroupCommitWriter
 from ._persistence import SingleNodeRoles
 from ._process_log import SqlProcessLog
+from ._schedules import SqlSchedules
 from ._sql_log import SqlLog
+from ._sql_runs import SQLITE, SqlRuns
 from ._sql_store import SqlStore
 from ._sqlite_open import (
     acquire_process_lock,
@@ -45,8 +47,10 @@ _READERS = 4
 class SqliteStore(
     SingleNodeRoles,
     SqlStore[sqlite3.Connection],
+    SqlRuns,
     SqlLog[sqlite3.Connection, journal.Owner],
     SqlProcessLog,
+    SqlSchedules,
 ):
     """A :class:`~greenroom.persistence.Persistence` on one SQLite file: the store, the writer,
     the event reader and local ownership at this process's boot epoch. Use
@@ -54,6 +58,7 @@ class SqliteStore(
 
     _sql = sql
     _journal = journal
+    _runs_dialect = SQLITE
 
     def __init__(self, path: Path, writer: sqlite3.Connection, boot_epoch: int = 1) -> None:
         self.path = path

@@ -30,6 +30,7 @@ from ._records import (
     TurnRecord,
     TurnStart,
 )
+from ._sql_runs import TURN_COLUMNS, insert_delivery, turn_record
 
 ItemRow = tuple[str, str | None, str]  # (kind, role, body JSON): serialised by the caller
 Owner = int  # the boot epoch of this process
@@ -140,7 +141,8 @@ def begin_turn(
     ids = tuple(sql.append_row(conn, turn.session_id, row) for row in rows)
     conn.execute(
         "INSERT INTO turns (turn_id, session_id, epoch, state, first_seq, text_seq, source,"
-        " agent_name, started_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+        " agent_name, started_at, created_at, model, webhook)"
+        " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             turn.turn_id,
             turn.session_id,
@@ -150,6 +152,9 @@ def begin_turn(
             turn.source,
             turn.agent_name,
             format_datetime(turn.started_at),
+            format_datetime(turn.created_at or turn.started_at),
+            turn.model,
+            turn.webhook,
         ),
     )
     return ids
@@ -178,22 +183,41 @@ def end_turn(
     conn: sqlite3.Connection, owner: Owner, lease: Lease, end: TurnEnd, ended_at: str
 ) -> None:
     _fence(conn, end.session_id, "idle")
+    first = format_datetime(end.first_token_at) if end.first_token_at else None
     conn.execute(
-        "UPDATE turns SET state = ?, last_seq = ?, ended_at = ?, reason = ? WHERE turn_id = ?",
-        (end.state, end.last_seq, ended_at, end.reason, end.turn_id),
+        "UPDATE turns SET state = ?, last_seq = ?, ended_at = ?, reason = ?,"
+        " first_token_at = ?, model = CASE WHEN ? = '' THEN model ELSE ? END,"
+        " input_tokens = ?, output_tokens = ?, cost = ?, error = ?, error_code = ?"
+        " WHERE turn_id = ?",
+        (
+            end.state,
+            end.last_seq,
+            ended_at,
+            end.reason,
+            first,
+            end.model,
+            end.model,
+            end.input_tokens,
+            end.output_tokens,
+            end.cost,
+            end.error,
+            end.error_code,
+            end.turn_id,
+        ),
     )
+    if end.delivery is not None:
+        insert_delivery(conn, end.delivery)
 
 
 def turns(conn: sqlite3.Connection, session_id: str, states: Iterable[str]) -> list[TurnRecord]:
     wanted = list(states)
     marks = ", ".join("?" for _ in wanted)
     rows = conn.execute(
-        "SELECT turn_id, session_id, epoch, state, first_seq, text_seq, started_at, source,"
-        f" agent_name, last_seq, ended_at, reason FROM turns WHERE session_id = ?"
+        f"SELECT {TURN_COLUMNS} FROM turns WHERE session_id = ?"
         f" AND state IN ({marks}) ORDER BY started_at, rowid",
         (session_id, *wanted),
     ).fetchall()
-    return [_turn(r) for r in rows]
+    return [turn_record(tuple(r)) for r in rows]
 
 
 def _times(row: Any, *names: str) -> dict[str, Any]:
@@ -202,10 +226,6 @@ def _times(row: Any, *names: str) -> dict[str, Any]:
         if data[name] is not None:
             data[name] = parse_datetime(data[name])
     return data
-
-
-def _turn(row: Any) -> TurnRecord:
-    return TurnRecord(**_times(row, "started_at", "ended_at"))
 
 
 def interrupted_sessions(conn: sqlite3.Connection, owner: Owner) -> list[str]:
@@ -368,6 +388,8 @@ def apply_recovery(
         " WHERE turn_id = ?",
         [(last, format_datetime(plan.ended_at), plan.reason, t) for t in plan.interrupted_turns],
     )
+    for delivery in plan.deliveries:
+        insert_delivery(conn, delivery)
     _fence(conn, sid, plan.head_state)
     return tuple(ids)
 

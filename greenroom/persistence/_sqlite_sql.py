@@ -14,6 +14,7 @@ from greenroom.domain import Item, Message, Session, SessionSummary, SubSession,
 from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
+from ._sqlite_search import search_sessions as search_sessions  # decision 0026
 
 
 def require_session(conn: sqlite3.Connection, session_id: str) -> None:

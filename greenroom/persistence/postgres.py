@@ -36,7 +36,9 @@ from ._pg_open import connection_kwargs, describe, explain, open_and_migrate
 from ._pg_writer import PgBackend, translate
 from ._process_log import SqlProcessLog
 from ._records import Lease
+from ._schedules import SqlSchedules
 from ._sql_log import SqlLog
+from ._sql_runs import POSTGRES, SqlRuns
 from ._sql_store import SqlStore
 
 T = TypeVar("T")
@@ -44,7 +46,14 @@ Conn = psycopg.Connection[Any]
 _READERS = 4  # pooled read connections at most (2 kept open)
 
 
-class PostgresStore(SqlStore[Conn], SqlLog[Conn, journal.Owner], PgMembership, SqlProcessLog):
+class PostgresStore(
+    SqlStore[Conn],
+    SqlRuns,
+    SqlLog[Conn, journal.Owner],
+    PgMembership,
+    SqlProcessLog,
+    SqlSchedules,
+):
     """The store, writer, event reader, ownership, bus and membership of one node on a
     PostgreSQL database. Use :func:`open_postgres_store`; call ``membership.join()`` before
     claiming sessions."""
@@ -52,6 +61,7 @@ class PostgresStore(SqlStore[Conn], SqlLog[Conn, journal.Owner], PgMembership, S
     _sql = sql
     _journal = journal
     _placeholder = "%s"
+    _runs_dialect = POSTGRES
 
     def __init__(
         self,

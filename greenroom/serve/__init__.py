@@ -49,6 +49,11 @@ if _typing.TYPE_CHECKING:
     from ._run import run as run, serving_in_thread as serving_in_thread
     from ._server import serve as serve, startup_summary as startup_summary
     from ._store import open_store as open_store
+    from ._webhooks import (
+        Deliverer as Deliverer,
+        WebhookPolicy as WebhookPolicy,
+        sign as sign,
+    )
 
 _LAZY = {
     "Registry": "greenroom.actors",
@@ -64,6 +69,9 @@ _LAZY = {
     "serve": "greenroom.serve._server",
     "startup_summary": "greenroom.serve._server",
     "open_store": "greenroom.serve._store",
+    "Deliverer": "greenroom.serve._webhooks",
+    "WebhookPolicy": "greenroom.serve._webhooks",
+    "sign": "greenroom.serve._webhooks",
 }
 
 
@@ -87,9 +95,11 @@ __all__ = [
     "SEND_BUFFER",
     "TCP_USER_TIMEOUT_MS",
     "WS_MAX_MESSAGE",
+    "Deliverer",
     "Registry",
     "ServeConfig",
     "SourcesCatalog",
+    "WebhookPolicy",
     "check_config",
     "check_exposure",
     "data_dir",
@@ -101,5 +111,6 @@ __all__ = [
     "runtime_factory",
     "serve",
     "serving_in_thread",
+    "sign",
     "startup_summary",
 ]

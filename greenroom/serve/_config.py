@@ -11,7 +11,9 @@ from pathlib import Path
 import attrs
 
 from greenroom.cluster import DEFAULT_LEASE_TTL, check_cluster_flags, is_cluster_db
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import ConfigError
+from greenroom.observe import tracing_problem
 from greenroom.persistence import RetentionPolicy
 
 DEFAULT_CLUSTER_DRAIN = 30.0  # seconds a stopping cluster node lets running turns finish
@@ -61,6 +63,12 @@ class ServeConfig:
     # cluster node (a rolling restart should not cut turns off), 0 on a single node.
     drain_timeout: float | None = None
     metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
+    # OpenTelemetry traces (--otel; the OTEL_* variables turn them on too): decision 0025.
+    otel: bool = False
+    # Webhooks of runs (issue 25): the URL prefixes a run's webhook may be under, and the
+    # HMAC-SHA256 key of their signatures (required with any prefix).
+    webhook_allow: tuple[str, ...] = ()
+    webhook_secret: str = ""
     # Remote agent sources (URLs, OCI references; decision 0034): refetched every this many
     # seconds (0: only at start), and where ``sub_agents: [agentcatalog/NAME]`` is pulled from
     # (REGISTRY/NAMESPACE; "" = no catalog: such a sub-agent is an error).
@@ -94,6 +102,8 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--max-connections-per-client must be 0 (no cap) or more")
     if cfg.drain_timeout is not None and not 0 <= cfg.drain_timeout <= 3600:
         raise ConfigError("--drain-timeout must be 0 to 3600 seconds")
+    if problem := tracing_problem(flag=cfg.otel):
+        raise ConfigError(problem)
     if not 0 <= cfg.max_session_cost < float("inf"):
         raise ConfigError("--max-session-cost must be 0 (no budget) or a positive number of USD")
     if cfg.mcp_start_timeout <= 0 or cfg.mcp_call_timeout <= 0:
@@ -109,6 +119,12 @@ def check_config(cfg: ServeConfig) -> None:
         raise ConfigError("--pull-interval must be 0 (no refresh) or a positive duration")
     if cfg.metrics_token and not _TOKEN_CHARS.fullmatch(cfg.metrics_token):
         raise ConfigError("--metrics-token must be printable ASCII without spaces")
+    parse_webhook_allow(cfg.webhook_allow)  # ConfigError naming a bad prefix
+    if cfg.webhook_allow and not cfg.webhook_secret:
+        raise ConfigError(
+            "--webhook-allow needs --webhook-secret (or GREENROOM_WEBHOOK_SECRET): every "
+            "webhook is signed, so its receiver can tell it came from this server"
+        )
     check_cluster_flags(
         cfg.db, cfg.host, cfg.node_id, cfg.advertise_url, cfg.lease_ttl, cfg.lease_renew
     )

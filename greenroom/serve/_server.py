@@ -22,6 +22,7 @@ import trio
 from greenroom.actors import (
     RecoveryReport,
     Registry,
+    Scheduler,
     StoreProcessLedger,
     host_id,
     kill_leftover_groups,
@@ -31,8 +32,9 @@ from greenroom.actors import (
 from greenroom.agents import AgentSources, LocalRuntimeFactory, OAuthFlows
 from greenroom.agents.providers import open_model_clients, resolve_auto
 from greenroom.cluster import redact_dsn
+from greenroom.domain import parse_webhook_allow
 from greenroom.errors import GreenroomError
-from greenroom.observe import metrics_scope
+from greenroom.observe import metrics_scope, setup_tracing, shutdown_tracing
 from greenroom.persistence import Persistence, RetentionPolicy
 from greenroom.transport import (
     MCP_OAUTH_LANDING,
@@ -41,12 +43,14 @@ from greenroom.transport import (
     Forwarder,
     ShieldedSend,
     create_app,
+    scheduled_forward,
 )
 
 from ._agents import SourcesCatalog, open_sources, runtime_factory
 from ._config import ServeConfig, check_config, default_db_path
 from ._http import HypercornConfig, hypercorn_config
 from ._store import open_store
+from ._webhooks import Deliverer
 
 if TYPE_CHECKING:  # the cluster's modules load when a node joins one
     from greenroom.cluster import ClusterNode
@@ -101,6 +105,7 @@ async def _serve_loaded(
         print(line, file=sys.stderr, flush=True)
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
+    traced = setup_tracing(cfg.node_id or socket.gethostname(), flag=cfg.otel)
     try:
         async with trio.open_nursery() as nursery:
             if cfg.pull_interval > 0:  # remote sources refetched in the background
@@ -109,6 +114,9 @@ async def _serve_loaded(
             nursery.cancel_scope.cancel(reason="server stopped")
     finally:
         http_config.release()  # no-op once hypercorn took the sockets
+        if traced:  # the last spans are exported (bounded) before the process ends
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(shutdown_tracing)
 
 
 async def _serve_bound(
@@ -206,9 +214,11 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         allowed_hosts=allowed_hosts,
         working_dir_root=cfg.working_dir_root,
         metrics_token=cfg.metrics_token,
+        webhook_allow=parse_webhook_allow(cfg.webhook_allow),
     )
     factory = registry.factory
     oauth = factory.mcp.oauth if isinstance(factory, LocalRuntimeFactory) else None
+    scheduler = schedules_of(serving)
     app = create_app(
         registry,
         SourcesCatalog(serving.sources),
@@ -216,6 +226,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         oauth,
         forwarder=cluster.forwarder if cluster is not None else None,
         mirrors=cluster.node.mirrors if cluster is not None else None,
+        scheduler=scheduler,
     )
     context = app.greenroom  # type: ignore[attr-defined]
     stop = trio.Event()
@@ -269,6 +280,16 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         if not serving.embedded:
             nursery.start_soon(_watch_signals, begin_shutdown)
         nursery.start_soon(_retain, serving.persistence, cfg.retention, cfg.retention_interval)
+        await nursery.start(scheduler.run)  # scheduled runs (decision 0028)
+        if cfg.webhook_secret:  # runs' webhooks: sent from the outbox, also after a restart
+            deliverer = Deliverer(
+                serving.persistence.run_log,
+                app_config.webhook_allow,
+                cfg.webhook_secret,
+                single_node=serving.persistence.membership is None,
+                name=cfg.node_id,
+            )
+            await nursery.start(deliverer.run)
         binds = await nursery.start(run_server)
         if cfg.tune_gc and cluster is None:  # a cluster node settled it before joining
             _settle_garbage_collector()
@@ -283,6 +304,21 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
             for line in startup_summary(cfg, serving.sources, serving.report, node):
                 print(f"  {line}", flush=True)
         task_status.started(url)
+
+
+def schedules_of(serving: Serving) -> Scheduler:
+    """The scheduler of scheduled runs: on a cluster every node runs one, looks for changes
+    made on other nodes every lease renewal, and fires into a session another node owns by
+    forwarding there."""
+    registry, cluster = serving.registry, serving.cluster
+    if cluster is None:
+        return Scheduler(registry, serving.persistence.schedules)
+    return Scheduler(
+        registry,
+        serving.persistence.schedules,
+        poll=serving.cfg.lease_renew or serving.cfg.lease_ttl / 3,
+        remote=scheduled_forward(cluster.forwarder),
+    )
 
 
 def startup_summary(

@@ -10,7 +10,8 @@ threads, and virtual time jumps while a thread works.)
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,7 @@ import attrs
 import hypercorn.trio
 import trio
 
-from greenroom.actors import Registry, RegistryConfig, open_registry
+from greenroom.actors import Registry, RegistryConfig, Scheduler, open_registry
 from greenroom.agents import (
     AgentConfig,
     AgentSources,
@@ -34,9 +35,16 @@ from greenroom.agents import (
 from greenroom.agents.providers import ToolSpec
 from greenroom.agents.tools import ToolHost, ToolsFor
 from greenroom.client import GreenroomClient
+from greenroom.domain import parse_webhook_allow
 from greenroom.observe import metrics_scope
 from greenroom.persistence import Persistence, Store, open_memory_store, open_sqlite_store
-from greenroom.serve import ServeConfig, SourcesCatalog, hypercorn_config
+from greenroom.serve import (
+    Deliverer,
+    ServeConfig,
+    SourcesCatalog,
+    WebhookPolicy,
+    hypercorn_config,
+)
 from greenroom.transport import AppConfig, ShieldedSend, create_app
 
 from ._agents import ScriptedAgent, Tool, ToolCallContext
@@ -133,6 +141,10 @@ async def open_greenroom(
     db_path: Path | str | None = None,
     auth_token: str = "",
     registry_config: RegistryConfig | None = None,
+    clock: Callable[[], float] | None = None,
+    webhook_allow: tuple[str, ...] = (),
+    webhook_secret: str = "",
+    webhook_policy: WebhookPolicy | None = None,
 ) -> AsyncIterator[Greenroom]:
     """Serve scripted agents on 127.0.0.1:0 for the duration of the block.
 
@@ -143,6 +155,12 @@ async def open_greenroom(
             directory).
         auth_token: require this bearer token (the bound client sends it).
         registry_config: the registry's limits and timeouts.
+        clock: the wall clock scheduled runs fire by (epoch seconds; default ``time.time``);
+            under trio's mock clock pass one that moves with it, e.g.
+            ``lambda: START + trio.current_time()``.
+        webhook_allow, webhook_secret, webhook_policy: runs may ask for webhooks under these
+            prefixes; with a secret a deliverer sends them, on trio's clock (so backoff runs
+            in virtual time under ``autojump_clock``).
     """
     table: dict[str, ScriptedAgent] = dict(agents or {})
     if agent is not None:
@@ -161,11 +179,24 @@ async def open_greenroom(
             _open_store(store, db_path, directory) as opened,
             open_registry(opened, factory, registry_config or RegistryConfig()) as registry,
         ):
-            app = create_app(registry, SourcesCatalog(sources), AppConfig(auth_token=auth_token))
+            allow = parse_webhook_allow(webhook_allow)
+            app_config = AppConfig(auth_token=auth_token, webhook_allow=allow)
+            scheduler = Scheduler(registry, opened.schedules, clock=clock or time.time)
+            app = create_app(registry, SourcesCatalog(sources), app_config, scheduler=scheduler)
             dropper = _Dropper(ShieldedSend(app))
             config = hypercorn_config(ServeConfig(host="127.0.0.1", port=0, graceful_timeout=1.0))
             stop = trio.Event()
             async with trio.open_nursery() as nursery:
+                await nursery.start(scheduler.run)
+                if webhook_secret:
+                    deliverer = Deliverer(
+                        opened.run_log,
+                        allow,
+                        webhook_secret,
+                        webhook_policy,
+                        clock=trio.current_time,
+                    )
+                    await nursery.start(deliverer.run)
                 binds: list[str] = await nursery.start(
                     lambda task_status: hypercorn.trio.serve(
                         dropper, config, shutdown_trigger=stop.wait, task_status=task_status
@@ -179,6 +210,9 @@ async def open_greenroom(
                 registry.end_subscriptions()
                 registry.cancel_turns()
                 stop.set()
+                nursery.cancel_scope.cancel(
+                    reason="server stopped"
+                )  # the scheduler and the deliverer
 
 
 @asynccontextmanager

@@ -12,3 +12,4 @@ from ._ops import (
     Context as Context,
     Operation as Operation,
 )
+from ._schedule_endpoints import scheduled_forward as scheduled_forward

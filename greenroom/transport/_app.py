@@ -11,9 +11,10 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from greenroom.actors import Registry
+from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
+from greenroom.observe import annotate
 
 from ._cross_site import check_bearer, check_json_content_type, check_request
 from ._errors import map_error
@@ -22,8 +23,10 @@ from ._json import check_params, dumps, parse_body
 from ._metrics_route import METRICS_PATH, register_metrics
 from ._openapi import build_openapi
 from ._ops import OPERATIONS, AgentCatalog, AppConfig, Context, Operation, Reply, Request
+from ._run_endpoints import RUN_ID_HEADER
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
+from ._tracing import TracedApp
 from ._ws import register_websocket
 
 if TYPE_CHECKING:
@@ -97,23 +100,31 @@ def create_app(
     *,
     forwarder: Forwarder | None = None,
     mirrors: Mirrors | None = None,
+    scheduler: Scheduler | None = None,
 ) -> QuartTrio:
     """The HTTP application over ``registry``. ``app.greenroom`` is its :class:`Context`;
     ``oauth`` holds the MCP OAuth flows the callback routes complete; a cluster node forwards
     requests to sessions' owners with ``forwarder`` and serves subscriptions to them from
-    ``mirrors``."""
+    ``mirrors``; ``scheduler`` serves the schedules (its task is the caller's to run)."""
     config = config or AppConfig()
     app = QuartTrio("greenroom")
     app.config["RESPONSE_TIMEOUT"] = None  # Quart's 60 s default would cut every stream
     app.config["BODY_TIMEOUT"] = 60
     app.config["MAX_CONTENT_LENGTH"] = config.max_body
     ctx = Context(
-        registry, agents, config, oauth=oauth or OAuthFlows(), forwarder=forwarder, mirrors=mirrors
+        registry,
+        agents,
+        config,
+        oauth=oauth or OAuthFlows(),
+        forwarder=forwarder,
+        mirrors=mirrors,
+        scheduler=scheduler,
     )
     app.greenroom = ctx  # type: ignore[attr-defined]
 
     def make_view(op: Operation) -> Callable[..., Awaitable[Response]]:
         async def view(**params: str) -> Response:
+            annotate(f"{op.method} {op.path}", {"http.route": op.path, "greenroom.op": op.name})
             try:
                 req, data = await _read_request(op, params, config.max_body)
                 try:
@@ -127,12 +138,15 @@ def create_app(
                         result = await served_here(lambda: op.handler(ctx, req))
             except GreenroomError as exc:
                 return error_response(exc, op)
-            if op.stream is not None:
+            if op.stream is not None and not isinstance(result, Reply):
+                headers = SSE_HEADERS
                 if op.stream == "log":
                     body = log_events(result, config.heartbeat, ctx.shutting_down)
                 else:
                     body = run_events(result)
-                response = Response(body, 200, SSE_HEADERS, mimetype="text/event-stream")
+                    if result.run_id:  # the run's id (issue 25)
+                        headers = {**SSE_HEADERS, RUN_ID_HEADER: result.run_id}
+                response = Response(body, 200, headers, mimetype="text/event-stream")
                 response.timeout = None
                 return response
             assert isinstance(result, Reply)
@@ -179,6 +193,7 @@ def create_app(
         origin = request.headers.get("Origin", "")
         if origin and _origin_allowed(origin, config):
             response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = RUN_ID_HEADER
             response.headers["Vary"] = "Origin"
         return response
 
@@ -203,6 +218,7 @@ def create_app(
     register_websocket(app, ctx)
     register_page(app)
     register_metrics(app, ctx)
+    app.asgi_app = TracedApp(app.asgi_app)  # type: ignore[method-assign]
     return app
 
 

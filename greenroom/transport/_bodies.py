@@ -115,6 +115,9 @@ class SessionTemplate:
 class RunBody:
     messages: tuple[APIMessage, ...] = ()
     model: Name = ""
+    # Where greenroom POSTs the run's signed summary when it ends (issue 25): under an
+    # operator's --webhook-allow prefix, else 400 naming $.webhook.
+    webhook: Annotated[str, Length(2048)] = ""
 
 
 @attrs.frozen

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from greenroom.actors import Registry
+from greenroom.actors import Registry, Scheduler
 from greenroom.agents import OAuthFlows
+from greenroom.domain import WebhookPrefix
 from greenroom.observe import Metrics, metrics as current_metrics
 
 from ._cross_site import SitePolicy
@@ -46,6 +47,8 @@ class AppConfig:
     working_dir_root: str | None = None
     ws_buffer: int = 256  # frames queued per WebSocket before a slow client is closed (1013)
     metrics_token: str = ""  # GET /metrics also takes this bearer token (--metrics-token)
+    # Where a run's webhook may point (--webhook-allow; none: runs may not ask for one).
+    webhook_allow: tuple[WebhookPrefix, ...] = ()
 
     @property
     def site_policy(self) -> SitePolicy:
@@ -64,6 +67,15 @@ class Context:
     forwarder: Forwarder | None = None
     mirrors: Mirrors | None = None
     metrics: Metrics = attrs.field(factory=current_metrics)  # the server's, current when created
+    # Scheduled runs (decision 0028): the server runs its task, else nothing fires.
+    scheduler: Scheduler | None = None
+
+    @property
+    def schedules(self) -> Scheduler:
+        """The scheduler (one over the registry's store when none was given)."""
+        if self.scheduler is None:
+            self.scheduler = Scheduler(self.registry, self.registry.persistence.schedules)
+        return self.scheduler
 
 
 @attrs.frozen

@@ -30,19 +30,28 @@ import trio
 
 from greenroom.actors import LogEntry
 from greenroom.errors import GreenroomError, OwnedElsewhere, OwnerUnavailable
+from greenroom.observe import forward_span, inject
 
 if TYPE_CHECKING:  # httpx is imported when a cluster node builds its Forwarder
     import httpx
 
 T = TypeVar("T")
 HOP_HEADER = "Greenroom-Hop"
-PASSED_HEADERS = ("content-type", "idempotency-key", "last-event-id", "accept")
+PASSED_HEADERS = (
+    "content-type",
+    "idempotency-key",
+    "last-event-id",
+    "accept",
+    "traceparent",  # replaced by this node's forward span while it traces
+    "tracestate",
+)
 RETURNED_HEADERS = (
     "content-type",
     "retry-after",
     "cache-control",
     "www-authenticate",
     "x-accel-buffering",
+    "greenroom-run-id",  # a run's id (issue 25)
 )
 MAX_PEER_CONNECTIONS = 64
 MAX_FRAME = 16 * 1024 * 1024  # one SSE frame of a peer's run stream: peers are bounded too
@@ -173,16 +182,19 @@ class Forwarder:
         sent[HOP_HEADER] = self.lookup.hop
         if self.auth_token:
             sent["Authorization"] = f"Bearer {self.auth_token}"
-        request = self._client.build_request(
-            method, owner_url.rstrip("/") + target, headers=sent, content=body or None
-        )
         import httpx
 
-        try:
-            with trio.fail_after(self.answer_timeout):  # until the peer's response headers
-                response = await self._client.send(request, stream=True)
-        except (httpx.TransportError, trio.TooSlowError) as error:
-            raise await self._unavailable(session_id, error) from None
+        with forward_span(method, owner_url, target) as traced:
+            inject(sent)  # the peer's spans continue this trace (decision 0025)
+            request = self._client.build_request(
+                method, owner_url.rstrip("/") + target, headers=sent, content=body or None
+            )
+            try:
+                with trio.fail_after(self.answer_timeout):  # until the peer's response headers
+                    response = await self._client.send(request, stream=True)
+            except (httpx.TransportError, trio.TooSlowError) as error:
+                raise await self._unavailable(session_id, error) from None
+            traced.set_attribute("http.response.status_code", response.status_code)
         returned = {k: v for k, v in response.headers.items() if k.lower() in RETURNED_HEADERS}
         return Upstream(response.status_code, returned, response)
 

@@ -9,15 +9,17 @@ from typing import Any
 from greenroom import __version__
 from greenroom.domain import Session, SessionSummary
 
+from . import _openapi_runs as runs
 from ._ops import OPERATIONS, Operation
 from ._params import Param, path_param
+from ._schedule_endpoints import schedule_schema
 from ._schema import JSON, SchemaBuilder
 
 _ERROR_TEXT = {
     400: "Invalid request: the body names the field path (`$.messages[0].role`, `query.since`)",
     401: "Missing or wrong bearer token",
     403: "Cross-site request: the Origin is neither this server nor a --cors-origin",
-    404: "Unknown session, message, agent or route",
+    404: "Unknown session, message, agent, schedule or route",
     405: "Method not allowed (the Allow header lists the allowed ones)",
     409: "Session busy, or not running, or nothing pending to answer",
     413: "Request body larger than 1 MiB",
@@ -87,7 +89,7 @@ def _error_schema() -> JSON:
 
 def _success(op: Operation, builder: SchemaBuilder) -> JSON:
     if op.stream:
-        return {
+        out: JSON = {
             "description": "Server-Sent Events: `id: <seq>` (when sequenced) and "
             "`data: <Event JSON>` frames",
             "content": {
@@ -97,14 +99,42 @@ def _success(op: Operation, builder: SchemaBuilder) -> JSON:
                 }
             },
         }
+        if op.stream == "run":  # a run: its id, and JSON instead with wait=true (issue 25)
+            runs.components(builder.components)
+            out["headers"] = runs.RUN_ID_HEADERS
+            out["content"]["application/json"] = runs.wait_answer()
+            out["description"] += "; with wait=true, the run's record and final message"
+        return out
+    run_schema = runs.success_schema(op.name)
+    if run_schema is not None:
+        runs.components(builder.components)
+        return {"description": op.summary, "content": {"application/json": {"schema": run_schema}}}
     schemas = {
         "create": builder.of(Session),
-        "list": {"type": "array", "items": builder.of(SessionSummary)},
+        "list": _session_list(builder),
         "get": builder.ref("SessionResponse", _session_response(builder)),
         "fork": builder.ref("SessionResponse", _session_response(builder)),
     }
+    if op.name.startswith("schedule_"):  # scheduled runs (decision 0028)
+        one = builder.ref("Schedule", schedule_schema())
+        schemas[op.name] = {"type": "array", "items": one} if op.name == "schedule_list" else one
     schema = schemas.get(op.name, {})
     return {"description": op.summary, "content": {"application/json": {"schema": schema}}}
+
+
+def _session_list(builder: SchemaBuilder) -> JSON:
+    """Without search parameters every root session (docker-agent's array); with any, one
+    page (decision 0026)."""
+    summaries = {"type": "array", "items": builder.of(SessionSummary)}
+    page = {
+        "type": "object",
+        "properties": {
+            "sessions": summaries,
+            "next_cursor": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["sessions", "next_cursor"],
+    }
+    return {"oneOf": [summaries, page]}
 
 
 def _session_response(builder: SchemaBuilder) -> JSON:

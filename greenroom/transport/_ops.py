@@ -19,6 +19,8 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
+from ._run_endpoints import get_run, list_runs
+from ._schedule_endpoints import SCHEDULE_OPERATIONS
 from ._server_endpoints import (
     agent_tool_count,
     api_ready,
@@ -40,7 +42,6 @@ from ._session_endpoints import (
     delete_session,
     fork,
     get_session,
-    list_sessions,
     recovery,
     set_permissions,
     set_safety_policy,
@@ -52,6 +53,7 @@ from ._session_endpoints import (
     toggle_tools,
     update_message,
 )
+from ._session_search import SEARCH_PARAMS, list_or_search_sessions
 from ._turn_endpoints import (
     answer_elicitation,
     cancel_turn,
@@ -143,7 +145,16 @@ OPERATIONS: tuple[Operation, ...] = (
         "Number of tools of an agent",
         errors=(404, 502),
     ),
-    Operation("list", "GET", "/api/sessions", list_sessions, "List root sessions"),
+    Operation(
+        "list",
+        "GET",
+        "/api/sessions",
+        list_or_search_sessions,
+        "List root sessions: without parameters all of them (an array); with any search "
+        "parameter one page of the matches ({sessions, next_cursor})",
+        query=SEARCH_PARAMS,
+        errors=(400,),
+    ),
     Operation(
         "create",
         "POST",
@@ -219,7 +230,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Run a turn with the source's default agent (SSE)",
         body=b.RunBody,
         array_body="messages",
-        query=(q.ON_DISCONNECT,),
+        query=(q.ON_DISCONNECT, q.RUN_WAIT),
+        header_params=(q.ACCEPT,),
         stream="run",
         errors=(400, 404, 409, 422, 502),
     ),
@@ -231,10 +243,29 @@ OPERATIONS: tuple[Operation, ...] = (
         "Run a turn with a named agent (SSE)",
         body=b.RunBody,
         array_body="messages",
-        query=(q.ON_DISCONNECT,),
+        query=(q.ON_DISCONNECT, q.RUN_WAIT),
+        header_params=(q.ACCEPT,),
         stream="run",
         errors=(400, 404, 409, 422, 502),
         websocket=False,
+    ),
+    Operation(
+        "list_runs",
+        "GET",
+        f"{S}/runs",
+        list_runs,
+        "The session's runs, newest first: status, timings, agent, model, tokens, cost, "
+        "error, webhook delivery (greenroom extension)",
+        query=(q.RUNS_LIMIT,),
+        errors=(400, 404),
+    ),
+    Operation(
+        "get_run",
+        "GET",
+        f"{S}/runs/{{run_id}}",
+        get_run,
+        "One run's record (greenroom extension)",
+        errors=(404,),
     ),
     Operation(
         "events",
@@ -465,5 +496,8 @@ OPERATIONS: tuple[Operation, ...] = (
         bearer=False,
     ),
 )
+
+# Scheduled runs (decision 0028): their rows are in _schedule_endpoints.py.
+OPERATIONS += tuple(Operation(*row, **options) for row, options in SCHEDULE_OPERATIONS)
 
 BY_NAME = {op.name: op for op in OPERATIONS}

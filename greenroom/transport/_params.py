@@ -116,6 +116,41 @@ ON_DISCONNECT = Param(
     choice("cancel", "continue"),
     "What a client disconnect does to the turn",
 )
+RUN_WAIT = Param(
+    "wait",
+    {"type": "string", "enum": list(BOOLEANS)},
+    parse_bool,
+    "Answer once the run ended: its record and final assistant message as JSON, no stream "
+    "(also when Accept names application/json and not text/event-stream)",
+)
+MAX_RUNS = 1000
+
+
+LIMIT_PATTERN = r"^(?:[1-9][0-9]{0,2}|1000)$"  # 1 to MAX_RUNS
+
+
+def parse_limit(value: str, where: str) -> int:
+    if not re.fullmatch(LIMIT_PATTERN, value):
+        raise InvalidRequest(f"{where}: expected a number from 1 to {MAX_RUNS}", path=where)
+    return int(value)
+
+
+def parse_accept(value: str, where: str) -> str:
+    return value[:1024]  # only read for the media types it names
+
+
+RUNS_LIMIT = Param(
+    "limit",
+    {"type": "string", "pattern": LIMIT_PATTERN},
+    parse_limit,
+    f"How many of the newest runs (1 to {MAX_RUNS}; default 50)",
+)
+ACCEPT = Param(
+    "Accept",
+    {"type": "string"},
+    parse_accept,
+    "application/json (without text/event-stream): answer as with wait=true",
+)
 SINCE = Param(
     "since",
     {"type": "string", "pattern": SEQ_PATTERN},

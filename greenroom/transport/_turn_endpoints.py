@@ -21,6 +21,7 @@ from greenroom.persistence import ToolCallRecord
 
 from . import _bodies as b
 from ._context import Context, Reply, Request
+from ._run_endpoints import run_result, run_webhook, wants_json
 
 
 def _queued(messages: tuple[b.APIMessage, ...]) -> tuple[QueuedMessage, ...]:
@@ -58,14 +59,19 @@ async def start_run(ctx: Context, req: Request) -> Any:
     # Every run names its agent: an unknown source or agent name is 404 even on a session whose
     # runtime was built before (which would otherwise run its first agent for any name).
     ctx.agents.check_agent(req.params["agent"], req.params.get("agent_name", ""))
+    webhook = run_webhook(ctx, body.webhook)  # 400 naming $.webhook unless allowed
     messages = tuple(ChatMessage(m.role, m.content, m.multi_content) for m in body.messages)
-    return await ctx.registry.session(_session_id(req)).run(
+    stream = await ctx.registry.session(_session_id(req)).run(
         req.params["agent"],
         messages,
         agent_name=req.params.get("agent_name", ""),
         model=body.model,
         on_disconnect=policy,
+        webhook=webhook,
     )
+    if wants_json(req.query, req.headers):  # a client that cannot read a stream
+        return await run_result(ctx, _session_id(req), stream)
+    return stream
 
 
 async def subscribe_events(ctx: Context, req: Request) -> Any:

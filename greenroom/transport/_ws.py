@@ -23,6 +23,7 @@ from quart_trio import QuartTrio
 from greenroom.actors import LogEntry, RunStream, Subscription
 from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
+from greenroom.observe import extract_field, server_span
 
 from ._cross_site import check_bearer, check_request
 from ._errors import map_error
@@ -39,7 +40,7 @@ MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for 
 END_WAIT = 10.0  # seconds a run's end frame waits for its last events on the subscription
 CLOSE_GOING_AWAY = 1001
 CLOSE_TRY_AGAIN = 1013
-_FRAME_KEYS = frozenset({"id", "op"})
+_FRAME_KEYS = frozenset({"id", "op", "traceparent", "tracestate"})  # a frame's, not a body's
 
 
 class _SlowClient(Exception):
@@ -165,15 +166,18 @@ class Connection:
         frame_id = frame.get("id")
         op_name = frame.get("op")
         op = BY_NAME.get(op_name) if isinstance(op_name, str) else None
+        parent = extract_field(frame.get("traceparent"), frame.get("tracestate"))
+        traced = server_span(f"ws {op_name}", {"greenroom.ws.op": str(op_name)}, parent)
         try:
-            if op_name == "subscribe":
-                await self._subscribe(frame_id, frame)
-            elif op_name == "unsubscribe":
-                self._unsubscribe(frame_id, frame)
-            elif op is None or not op.websocket:
-                raise NotFound(f"unknown op {op_name!r}")
-            else:
-                await self._run_op(op, frame_id, frame)
+            with traced:
+                if op_name == "subscribe":
+                    await self._subscribe(frame_id, frame)
+                elif op_name == "unsubscribe":
+                    self._unsubscribe(frame_id, frame)
+                elif op is None or not op.websocket:
+                    raise NotFound(f"unknown op {op_name!r}")
+                else:
+                    await self._run_op(op, frame_id, frame)
         except GreenroomError as exc:
             self.fail(frame_id, exc, op)
         finally:
@@ -212,7 +216,7 @@ class Connection:
                 return
             except ClaimHere:
                 result = await served_here(lambda: op.handler(self.ctx, req))
-        if op.stream:
+        if op.stream and not isinstance(result, Reply):  # a run with wait: its result
             await self._stream_run(frame_id, params["session_id"], result, batch)
             return
         assert isinstance(result, Reply)
@@ -249,7 +253,8 @@ class Connection:
             data = json.dumps({k: v for k, v in frame.items() if k not in skip}).encode()
         session_id = params.get("session_id", "")
         upstream = await forwarder.send(session_id, exc, op.method, target, headers, data)
-        if op.stream and upstream.status == 200:
+        streamed = "text/event-stream" in upstream.headers.get("content-type", "")
+        if op.stream and upstream.status == 200 and streamed:
             try:
                 await self._stream_run(frame_id, session_id, RemoteRun(upstream), batch)
             finally:

@@ -141,14 +141,14 @@ def test_docker_agent_keys_greenroom_ignores_are_listed_not_fatal() -> None:
         """\
         agents:
           root:
-            model: openai/b
-            rag: [docs]
-        rag: {}
+            model: b
+        models:
+          b: {provider: openai, model: b, output_capabilities: {}}
         """
     )
     assert config.warnings == (
-        "agent.yaml:4: agents.root.rag: warning: ignored: greenroom does not implement this key",
-        "agent.yaml:5: rag: warning: ignored: greenroom does not implement this key",
+        "agent.yaml:5: models.b.output_capabilities: warning: ignored: greenroom does not "
+        "implement this key",
     )
 
 

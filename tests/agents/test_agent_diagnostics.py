@@ -126,7 +126,7 @@ WARNED = """\
 agents:
   root:
     model: big,small
-    rag: [docs]
+    rag: []
     sub_agents: [helper, agentcatalog/pirate]
     toolsets:
       - type: think
@@ -135,7 +135,7 @@ agents:
         ref: docker:duckduckgo
   helper:
     model: old
-    rag: [docs]
+    rag: []
 models:
   big: {provider: openai, model: gpt-4o, output_capabilities: {}}
   small: {provider: google, model: gemini, provider_opts: {project: p, location: l}}
@@ -150,7 +150,6 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
     assert config.agents["root"].sub_agents == ("helper",)
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     expected = [
-        "agent.yaml:4: agents.root.rag: warning: ignored",
         "agent.yaml:5: agents.root.sub_agents[1]: warning: agent 'agentcatalog/pirate' from "
         "a catalog or registry is not resolved here (greenroom serve pulls it",
         "agent.yaml:8: agents.root.toolsets[1]: warning: toolset type 'memory' is not "
@@ -158,11 +157,9 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
         "agent.yaml:9: agents.root.toolsets[2]: warning: toolset type 'mcp' is not supported "
         "by greenroom yet (left out); catalog server 'duckduckgo' needs Docker's MCP gateway "
         "(no docker CLI on PATH): install Docker Desktop",
-        "agent.yaml:13: agents.helper.rag: warning: ignored",
         "agent.yaml:15: models.big.output_capabilities: warning: ignored",
         "agent.yaml:16: models.small.provider_opts: warning: Vertex AI",
         "agent.yaml:17: models.old.provider: warning: provider 'chatgpt' is not supported",
-        "agent.yaml:18: rag: warning: ignored",
     ]
     assert len(lines) == len(expected), lines
     for line, start in zip(lines, expected, strict=True):
@@ -248,13 +245,18 @@ def _write(directory: Path, name: str, text: str) -> Path:
 
 def test_validate_exit_codes_and_summary(tmp_path: Path) -> None:
     ok = _write(tmp_path, "ok.yaml", "agents:\n  root: {model: openai/x}\n")
-    warned = _write(tmp_path, "warned.yaml", "agents:\n  root: {model: openai/x, rag: [docs]}\n")
+    warned = _write(
+        tmp_path,
+        "warned.yaml",
+        "agents:\n  root: {model: m}\nmodels:\n  m: {provider: openai, model: x, "
+        "output_capabilities: {}}\n",
+    )
     broken = _write(tmp_path, "broken.yaml", "agents:\n  root: {model: openai/x, modle: y}\n")
     out = io.StringIO()
     assert validate_main([str(ok), str(warned)], out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines[-1] == "2 files: 1 ok, 1 with warnings"
-    assert f"{warned}:2: agents.root.rag: warning: ignored" in out.getvalue()
+    assert f"{warned}:4: models.m.output_capabilities: warning: ignored" in out.getvalue()
     out = io.StringIO()
     assert validate_main([str(tmp_path)], out=out) == 1
     text = out.getvalue()

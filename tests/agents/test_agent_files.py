@@ -90,14 +90,13 @@ def test_unsupported_features_are_named_with_file_and_line() -> None:
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     where = [line.removeprefix(f"{path}:").split(": warning: ")[0] for line in lines]
     assert where == [
-        "2: rag",
-        "12: agents.root.rag",
+        "4: rag.docs.strategies[0].chunking.code_aware",
         "15: agents.root.toolsets[1]",
         "17: agents.root.toolsets[2]",
         "19: agents.root.sub_agents[1]",
     ]
-    assert "duckduckgo" in lines[2] and "Docker Desktop" in lines[2]
-    assert "toolset type 'memory'" in lines[3]
+    assert "duckduckgo" in lines[1] and "Docker Desktop" in lines[1]
+    assert "toolset type 'memory'" in lines[2]
 
 
 CASES = [

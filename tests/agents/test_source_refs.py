@@ -14,7 +14,7 @@ from greenroom.agents._source_refs import (
     parse_oci_reference,
     remote_ref,
 )
-from greenroom.cli import pull_interval
+from greenroom.cli_serve import pull_interval
 
 DIGEST = "sha256:" + "a" * 64
 

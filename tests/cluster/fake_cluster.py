@@ -124,6 +124,10 @@ class NodeView:
         return self.cluster.memory
 
     @property
+    def schedules(self) -> Any:
+        return self.cluster.memory.schedules
+
+    @property
     def writer(self) -> NodeView:
         return self
 

@@ -23,6 +23,8 @@ FACADE = {
     "NullBus",
     "ProcessLog",
     "ProcessRecord",
+    "Schedule",
+    "ScheduleStore",
     # the stores
     "MemoryStore",
     "open_memory_store",
@@ -50,6 +52,11 @@ FACADE = {
     "TurnRecord",
     "TurnStart",
     "TurnState",
+    # run records and the webhook outbox (issue 25)
+    "Delivery",
+    "DeliveryState",
+    "RunLog",
+    "RunRecord",
 }
 
 

@@ -618,6 +618,24 @@ async def _mcp_oauth_callback(c: Client, env: Env, sid: str) -> Response:
     return r
 
 
+@case("list_runs")
+async def _list_runs(c: Client, env: Env, sid: str) -> Response:
+    await finish_turn(env, sid)
+    r = await c.get(f"/api/sessions/{sid}/runs")
+    (run,) = (await body_of(r))["runs"]
+    assert (run["session_id"], run["status"], run["agent"]) == (sid, "completed", AGENT)
+    return r
+
+
+@case("get_run")
+async def _get_run(c: Client, env: Env, sid: str) -> Response:
+    await finish_turn(env, sid)
+    (record,) = await env.registry.runs(sid)
+    r = await c.get(f"/api/sessions/{sid}/runs/{record.turn.turn_id}")
+    assert (await body_of(r))["id"] == record.turn.turn_id
+    return r
+
+
 @case("mcp_oauth_landing")
 async def _mcp_oauth_landing(c: Client, env: Env, sid: str) -> Response:
     flows = env.app.greenroom.oauth  # type: ignore[attr-defined]
@@ -625,6 +643,65 @@ async def _mcp_oauth_landing(c: Client, env: Env, sid: str) -> Response:
     r = await c.get("/mcp-oauth/callback?state=st-3&error=access_denied&error_description=no")
     assert (await body_of(r))["message"].startswith("authorization received")
     assert waiting.receive_nowait() == Redirect(error="access_denied", error_description="no")
+    return r
+
+
+async def _schedule(c: Client, **extra: Any) -> dict[str, Any]:
+    body = {"cron": "0 9 * * 1-5", "timezone": "Europe/Paris", "agent": AGENT, "message": "hi"}
+    r = await c.post("/api/schedules", json={**body, **extra})
+    assert r.status_code == 201, await r.get_data()
+    return await body_of(r)  # type: ignore[no-any-return]
+
+
+@case("schedule_create")
+async def _schedule_create(c: Client, env: Env, sid: str) -> Response:
+    body = {"cron": "*/5 * * * *", "agent": AGENT, "message": "go", "session_id": sid}
+    r = await c.post("/api/schedules", json=body)
+    made = await body_of(r)
+    assert (made["target"], made["session_id"], made["timezone"]) == ("session", sid, "UTC")
+    assert made["next_fire"].endswith(("0:00Z", "5:00Z")) and made["fires"] == 0
+    return r
+
+
+@case("schedule_list")
+async def _schedule_list(c: Client, env: Env, sid: str) -> Response:
+    made = await _schedule(c)
+    r = await c.get("/api/schedules")
+    assert [s["id"] for s in await body_of(r)] == [made["id"]]
+    return r
+
+
+@case("schedule_get")
+async def _schedule_get(c: Client, env: Env, sid: str) -> Response:
+    made = await _schedule(c)
+    r = await c.get(f"/api/schedules/{made['id']}")
+    assert await body_of(r) == made
+    return r
+
+
+@case("schedule_pause")
+async def _schedule_pause(c: Client, env: Env, sid: str) -> Response:
+    made = await _schedule(c)
+    r = await c.post(f"/api/schedules/{made['id']}/pause")
+    assert (await body_of(r))["paused"] is True
+    return r
+
+
+@case("schedule_resume")
+async def _schedule_resume(c: Client, env: Env, sid: str) -> Response:
+    made = await _schedule(c)
+    await c.post(f"/api/schedules/{made['id']}/pause")
+    r = await c.post(f"/api/schedules/{made['id']}/resume")
+    assert (await body_of(r))["paused"] is False
+    return r
+
+
+@case("schedule_delete")
+async def _schedule_delete(c: Client, env: Env, sid: str) -> Response:
+    made = await _schedule(c)
+    r = await c.delete(f"/api/schedules/{made['id']}")
+    assert await body_of(r) == {"message": "schedule deleted"}
+    assert (await c.get(f"/api/schedules/{made['id']}")).status_code == 404
     return r
 
 
@@ -1164,7 +1241,9 @@ TOKEN = "s3cret-token"
 
 def _route_of(op: Any) -> str:
     values = {"session_id": "sid", "agent_id": AGENT, "agent_name": "root", "agent": AGENT}
+    values["schedule_id"] = "sched"
     values["message_id"] = "1"
+    values["run_id"] = "r1"
     return str(op.path.format(**values))
 
 

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 
 from greenroom import __version__
 from greenroom.domain import AuthorizationEvent, Warning
-from greenroom.observe import metrics
+from greenroom.observe import mcp_call_span, metrics
 
 from ..tools._base import McpSettings, ServicesUnavailable, Tool, ToolHost, ToolResult, error
 from ._content import McpTool, result_of, tool_of
@@ -135,7 +135,7 @@ class McpServer:
             )
         timeout = self._settings.call_timeout
         result: mcp_types.CallToolResult | None = None
-        with trio.move_on_after(timeout):
+        with trio.move_on_after(timeout), mcp_call_span(self.description, name):
             try:
                 result = await session.call_tool(name, dict(arguments))
             except MCPError as exc:

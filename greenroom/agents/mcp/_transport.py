@@ -26,6 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from greenroom.observe import inject_request_hook
+
 from ..tools._base import McpSettings
 from ..tools._egress import guarded_httpx2_client
 from ._spec import (
@@ -203,6 +205,7 @@ async def _remote(
             headers=headers,
             timeout=timeout or httpx2.Timeout(30.0, read=300.0),
             auth=auth,
+            event_hooks={"request": [inject_request_hook]},  # traceparent (decision 0025)
         )
 
     if spec.transport == "sse":

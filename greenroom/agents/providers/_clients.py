@@ -29,6 +29,7 @@ import httpx2
 import trio
 
 from greenroom.errors import ModelError
+from greenroom.observe import inject_request_hook
 
 if TYPE_CHECKING:  # each SDK is imported by the first lease of its kind
     import anthropic as anthropic_sdk
@@ -178,7 +179,9 @@ class ModelClients:
         if endpoint is None:
             evicted = list(self._make_room())
             timeout = httpx2.Timeout(None, connect=CONNECT_TIMEOUT)
-            endpoint = _Endpoint(httpx2.AsyncClient(timeout=timeout, limits=self._limits))
+            hooks = {"request": [inject_request_hook]}  # traceparent (decision 0025)
+            client = httpx2.AsyncClient(timeout=timeout, limits=self._limits, event_hooks=hooks)
+            endpoint = _Endpoint(client)
             self._http_built += 1
             self._endpoints[(api, base_url)] = endpoint
         else:

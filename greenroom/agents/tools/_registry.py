@@ -78,6 +78,7 @@ BUILDER_MODULES: Mapping[str, str] = {
     "think": "greenroom.agents.tools._think",
     "todo": "greenroom.agents.tools._todo",
     "lsp": "greenroom.agents.tools._lsp",
+    "rag": "greenroom.agents.tools._rag",
     "user_prompt": "greenroom.agents.tools._user_prompt",
 }
 """Where each toolset type's builder lives: its module registers it (``@register``) when it is
@@ -352,6 +353,11 @@ ToolsFor = Callable[[AgentConfig, ToolContext], AgentTools]
 def default_tools_for(agent: AgentConfig, context: ToolContext | None = None) -> AgentTools:
     """The tools of ``agent``'s toolsets, its skills, with the description parameter if asked."""
     tools = build_tools(agent.toolsets, context)
+    if agent.rag:  # one search tool per source (agent files have no ``type: rag`` toolset)
+        rag = build_tools([ToolsetConfig("rag", {"source": s}) for s in agent.rag], context)
+        for entry in rag.entries:
+            tools.add(entry.config, entry.built)
+        tools.warnings.extend(rag.warnings)
     if agent.skills:
         ctx = context if context is not None else ToolContext()
         if any(is_remote(source) for source in agent.skills):

@@ -81,6 +81,7 @@ export const api = {
   agents: () => call("GET", "/api/agents"),
   agent: (source) => call("GET", `/api/agents/${enc(source)}`),
   sessions: () => call("GET", "/api/sessions"),
+  sessionPage: (query) => call("GET", `/api/sessions?${new URLSearchParams(query)}`),
   create: () => call("POST", "/api/sessions", {}),
   snapshot: (id) => call("GET", `${S(id)}/snapshot`),
   remove: (id) => call("DELETE", S(id)),

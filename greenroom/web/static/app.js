@@ -17,6 +17,7 @@ import { AgentPicker, agentLabel } from "./agents.js";
 import { showInDoubt } from "./doubt.js";
 import { el } from "./dom.js";
 import { Live } from "./live.js";
+import { SessionPages } from "./sessionpages.js";
 import { Transcript } from "./transcript.js";
 
 const $ = (id) => document.getElementById(id);
@@ -135,7 +136,8 @@ function onExited() {
   const gone = page.current;
   page.current = "";
   closeSessionView("This session was deleted.");
-  page.sessions = page.sessions.filter((s) => s.id !== gone);
+  pages.drop(gone);
+  page.sessions = pages.sessions;
   renderSessions();
 }
 
@@ -202,33 +204,41 @@ function clearError() {
 
 // --- sessions ------------------------------------------------------------------------------
 
-async function refreshSessions() {
-  const list = await report(api.sessions());
-  if (Array.isArray(list)) {
-    page.sessions = list;
+// Pages of the list, searched on the server (titles and messages); "More sessions" adds a page.
+const pages = new SessionPages(
+  (query) => report(api.sessionPage(query)),
+  () => {
+    page.sessions = pages.sessions;
     renderSessions();
-  }
+  },
+);
+
+async function refreshSessions() {
+  await pages.reload();
 }
 
 function renderSessions() {
-  const query = $("search").value.trim().toLowerCase();
-  const items = page.sessions
-    .filter((s) => !query || (s.title || "untitled session").toLowerCase().includes(query))
-    .map((s) => {
-      const label = s.title || "Untitled session";
-      const when = new Date(s.created_at).toLocaleString();
-      const button = el(
-        "button",
-        { type: "button", class: "session-link" },
-        el("span", { class: "session-name" }, (s.starred ? "★ " : "") + label),
-        el("span", { class: "session-meta" }, sessionMeta(s, when)),
-      );
-      if (s.id === page.current) button.setAttribute("aria-current", "page");
-      button.addEventListener("click", () => openSession(s.id));
-      return el("li", {}, button);
-    });
+  const query = pages.query;
+  const items = page.sessions.map((s) => {
+    const label = s.title || "Untitled session";
+    const when = new Date(s.created_at).toLocaleString();
+    const button = el(
+      "button",
+      { type: "button", class: "session-link" },
+      el("span", { class: "session-name" }, (s.starred ? "★ " : "") + label),
+      el("span", { class: "session-meta" }, sessionMeta(s, when)),
+    );
+    if (s.id === page.current) button.setAttribute("aria-current", "page");
+    button.addEventListener("click", () => openSession(s.id));
+    return el("li", {}, button);
+  });
   if (!items.length) {
     items.push(el("li", { class: "hint" }, query ? "No session matches." : "No sessions yet."));
+  }
+  if (pages.next) {
+    const more = el("button", { type: "button", class: "more-sessions" }, "More sessions");
+    more.addEventListener("click", () => pages.more());
+    items.push(el("li", {}, more));
   }
   $("session-list").replaceChildren(...items);
 }
@@ -462,7 +472,7 @@ async function send({ queue = false } = {}) {
 
 function wire() {
   $("new-session").addEventListener("click", newSession);
-  $("search").addEventListener("input", renderSessions);
+  $("search").addEventListener("input", () => pages.search($("search").value));
   $("rename").addEventListener("click", renameSession);
   $("star").addEventListener("click", toggleStar);
   $("delete").addEventListener("click", deleteSession);

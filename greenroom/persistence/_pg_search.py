@@ -1,0 +1,123 @@
+"""The PostgreSQL store's session search (decision 0026): one page of live root sessions,
+filtered, ranked by ``ts_rank`` over the tsvector columns of migration 0004 (the best of the
+title, counted twice, and the session's messages) or newest first, after a keyset position.
+Runs on a read connection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
+
+Conn = psycopg.Connection[Any]
+
+_MATCHES = """
+WITH q AS (SELECT to_tsquery('simple', %(match)s) AS tq),
+hits(sid, rank) AS (
+    SELECT i.session_id, ts_rank(i.search, q.tq) FROM gr_items i, q WHERE i.search @@ q.tq
+    UNION ALL
+    SELECT t.session_id, 2 * ts_rank(t.title_search, q.tq) FROM gr_sessions t, q
+    WHERE t.title_search @@ q.tq AND t.deleted_at IS NULL
+), ranked AS (SELECT sid, (-MAX(rank))::float8 AS score FROM hits GROUP BY sid)
+"""
+
+_COLUMNS = (
+    "s.inserted AS seq, s.session_id AS id, s.title, s.created_at, s.input_tokens,"
+    " s.output_tokens, s.working_dir, s.starred, s.agent_file, s.agent_name, s.created_us"
+)
+
+_COUNT_VISIBLE = """
+WITH RECURSIVE tree(root, id) AS (
+    SELECT x, x FROM unnest(%s::text[]) AS x
+    UNION ALL
+    SELECT tree.root, s.session_id FROM gr_sessions s JOIN tree ON s.parent_id = tree.id
+    WHERE s.deleted_at IS NULL
+)
+SELECT tree.root, COUNT(i.item_id) FROM tree
+JOIN gr_items i ON i.session_id = tree.id AND i.kind = 'message' AND i.role <> 'system'
+GROUP BY tree.root
+"""
+
+
+def match_text(words: tuple[str, ...]) -> str:
+    """A tsquery: a word starting with each of ``words`` (quoted: letters and digits)."""
+    return " & ".join(f"'{word}':*" for word in words)
+
+
+def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
+    params: dict[str, Any] = {"limit": query.limit + 1}
+    if query.after is not None:
+        params["horizon"] = query.after.horizon
+    else:
+        row = conn.execute(  # the newest live root (index gr_sessions_roots)
+            "SELECT COALESCE(MAX(inserted), 0) FROM gr_sessions"
+            " WHERE deleted_at IS NULL AND parent_id IS NULL"
+        ).fetchone()
+        params["horizon"] = int(row[0]) if row else 0
+    where = ["s.parent_id IS NULL", "s.deleted_at IS NULL", "s.inserted <= %(horizon)s"]
+    if query.agent is not None:
+        where.append("(s.agent_file = %(agent)s OR s.agent_name = %(agent)s)")
+        params["agent"] = query.agent
+    if query.starred is not None:
+        where.append("s.starred = %(starred)s")
+        params["starred"] = int(query.starred)
+    if query.since_us is not None:
+        where.append("s.created_us >= %(since)s")
+        params["since"] = query.since_us
+    if query.until_us is not None:
+        where.append("s.created_us < %(until)s")
+        params["until"] = query.until_us
+    relevance = query.order == "relevance" and bool(query.words)
+    if query.after is not None:
+        params.update(c=query.after.created_us, r=query.after.seq)
+        newer = "(s.created_us, s.inserted) < (%(c)s, %(r)s)"
+        if relevance:
+            params["score"] = query.after.score or 0.0
+            newer = f"(r.score > %(score)s OR (r.score = %(score)s AND {newer}))"
+        where.append(newer)
+    prefix, source, score = "", "gr_sessions s", "NULL::float8"
+    if query.words:
+        prefix, params["match"] = _MATCHES, match_text(query.words)
+        source, score = "ranked r JOIN gr_sessions s ON s.session_id = r.sid", "r.score"
+    order = "s.created_us DESC, s.inserted DESC"
+    if relevance:
+        order = "r.score, " + order
+    sql = (
+        f"{prefix} SELECT {_COLUMNS}, {score} AS score"
+        f" FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(limit)s"
+    )
+    rows = conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+    page, more = rows[: query.limit], len(rows) > query.limit
+    counts: dict[str, int] = {}
+    if page:
+        found = conn.execute(_COUNT_VISIBLE, ([r["id"] for r in page],)).fetchall()
+        counts = {r[0]: int(r[1]) for r in found}
+    sessions = tuple(_summary(r, counts.get(r["id"], 0)) for r in page)
+    following = None
+    if more and page:
+        last = page[-1]
+        following = PageKey(
+            float(last["score"]) if relevance else None,
+            int(last["created_us"]),
+            int(last["seq"]),
+            params["horizon"],
+        )
+    return SessionPage(sessions, following)
+
+
+def _summary(r: dict[str, Any], count: int) -> SessionSummary:
+    return SessionSummary(
+        id=r["id"],
+        title=r["title"],
+        created_at=parse_datetime(r["created_at"]),
+        num_messages=count,
+        input_tokens=r["input_tokens"],
+        output_tokens=r["output_tokens"],
+        working_dir=r["working_dir"],
+        starred=bool(r["starred"]),
+        agent_file=r["agent_file"],
+        agent_name=r["agent_name"],
+    )

@@ -1,0 +1,127 @@
+"""The SQLite store's session search (decision 0026): one page of root sessions, filtered,
+ranked by FTS5's bm25 over ``search_index`` (migration 0007) or newest first, after a keyset
+position. Runs on a read connection."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
+
+# The creation time in microseconds since the epoch (milliseconds kept), as the index
+# idx_sessions_recent of migration 0007 has it: the same text, so that the planner uses it.
+CREATED_US = "(CAST(round((julianday(s.created_at) - 2440587.5) * 86400000.0) AS INTEGER) * 1000)"
+_BM25 = "bm25(search_index, 2.0, 1.0)"  # a title weighs twice a message
+
+_MATCHES = f"""
+WITH m AS MATERIALIZED (
+    SELECT rowid AS doc, {_BM25} AS score FROM search_index WHERE search_index MATCH :match
+), hits(sid, score) AS (
+    SELECT i.session_id, m.score FROM m JOIN items i ON i.id = m.doc WHERE m.doc > 0
+    UNION ALL
+    SELECT t.id, m.score FROM m JOIN sessions t ON t.rowid = -m.doc WHERE m.doc < 0
+), ranked AS (SELECT sid, MIN(score) AS score FROM hits GROUP BY sid)
+"""
+
+_COLUMNS = (
+    "s.rowid AS seq, s.id, s.title, s.created_at, s.input_tokens, s.output_tokens,"
+    " s.working_dir, s.starred, s.agent_file, s.agent_name"
+)
+
+_COUNT_VISIBLE = """
+WITH RECURSIVE tree(root, id) AS (
+    SELECT value, value FROM json_each(:ids)
+    UNION ALL
+    SELECT tree.root, sessions.id FROM sessions JOIN tree ON sessions.parent_id = tree.id
+)
+SELECT tree.root, COUNT(items.id) FROM tree
+JOIN items ON items.session_id = tree.id AND items.kind = 'message' AND items.role != 'system'
+GROUP BY tree.root
+"""
+
+
+def match_text(words: tuple[str, ...]) -> str:
+    """An FTS5 query: a word starting with each of ``words`` (quoted: letters and digits)."""
+    return " ".join(f'"{word}" *' for word in words)
+
+
+def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPage:
+    params: dict[str, Any] = {"limit": query.limit + 1}
+    if query.after is not None:
+        params["horizon"] = query.after.horizon
+    else:
+        row = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM sessions").fetchone()
+        params["horizon"] = int(row[0])
+    where = ["s.parent_id IS NULL", "s.rowid <= :horizon"]
+    if query.agent is not None:
+        where.append("(s.agent_file = :agent OR s.agent_name = :agent)")
+        params["agent"] = query.agent
+    if query.starred is not None:
+        where.append("s.starred = :starred")
+        params["starred"] = int(query.starred)
+    if query.since_us is not None:
+        where.append(f"{CREATED_US} >= :since")
+        params["since"] = query.since_us
+    if query.until_us is not None:
+        where.append(f"{CREATED_US} < :until")
+        params["until"] = query.until_us
+    relevance = query.order == "relevance" and bool(query.words)
+    if query.after is not None:
+        params.update(c=query.after.created_us, r=query.after.seq)
+        newer = f"({CREATED_US}, s.rowid) < (:c, :r)"
+        if relevance:
+            params["score"] = query.after.score or 0.0
+            newer = f"(r.score > :score OR (r.score = :score AND {newer}))"
+        where.append(newer)
+    # The list in its order, straight from idx_sessions_recent: without statistics the
+    # planner would take idx_sessions_parent and sort every root session.
+    prefix, source, score = "", "sessions s INDEXED BY idx_sessions_recent", "NULL"
+    if query.words:
+        prefix, params["match"] = _MATCHES, match_text(query.words)
+        # CROSS JOIN keeps this order: from the matches to their sessions (else the planner
+        # walks every root session and probes the matches).
+        source, score = "ranked r CROSS JOIN sessions s ON s.id = r.sid", "r.score"
+    order = f"{CREATED_US} DESC, s.rowid DESC"
+    if relevance:
+        order = "r.score, " + order
+    sql = (
+        f"{prefix} SELECT {_COLUMNS}, {CREATED_US} AS created_us, {score} AS score"
+        f" FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
+    )
+    rows = conn.execute(sql, params).fetchall()
+    page, more = rows[: query.limit], len(rows) > query.limit
+    counts = _counts(conn, [r["id"] for r in page])
+    sessions = tuple(_summary(r, counts.get(r["id"], 0)) for r in page)
+    following = None
+    if more and page:
+        last = page[-1]
+        following = PageKey(
+            float(last["score"]) if relevance else None,
+            int(last["created_us"]),
+            int(last["seq"]),
+            params["horizon"],
+        )
+    return SessionPage(sessions, following)
+
+
+def _counts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, int]:
+    if not ids:
+        return {}
+    return dict(conn.execute(_COUNT_VISIBLE, {"ids": json.dumps(ids)}).fetchall())
+
+
+def _summary(r: sqlite3.Row, count: int) -> SessionSummary:
+    return SessionSummary(
+        id=r["id"],
+        title=r["title"],
+        created_at=parse_datetime(r["created_at"]),
+        num_messages=count,
+        input_tokens=r["input_tokens"],
+        output_tokens=r["output_tokens"],
+        working_dir=r["working_dir"],
+        starred=bool(r["starred"]),
+        agent_file=r["agent_file"],
+        agent_name=r["agent_name"],
+    )
