@@ -391,3 +391,13 @@ async def test_a_team_transfers_a_task_to_a_catalog_sub_agent(tmp_path: Path) ->
     assert answer["response"] == "Echo: Please proceed.", answer  # the pirate's echo model
     switches = [e for e in events if e["type"] == "agent_switching"]
     assert any(e.get("to_agent") == "agentcatalog/pirate" for e in switches), switches
+
+
+async def test_the_server_modes_take_a_url_too(tmp_path: Path) -> None:
+    from greenroom.serve._host import open_host
+
+    async with fake_web() as web:
+        web.files["/pirate.yaml"] = agent_yaml("piratey").encode()
+        cfg = config(tmp_path, f"{web.url}/pirate.yaml", db=":memory:")
+        async with open_host(cfg) as host_:
+            assert host_.sources.keys() == ["pirate"]
