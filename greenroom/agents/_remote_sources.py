@@ -189,12 +189,10 @@ class ExternalCatalog:
             except ExternalAgentUnavailable as exc:
                 self.problems[ref] = str(exc)
                 if self.texts.get(ref) is not None or self._cache(ref).exists():
-                    line = (
+                    warnings.append(
                         f"agent {ref!r}: cannot fetch {remote.text} ({exc}); keeping the last "
                         "good copy"
                     )
-                    warnings.append(line)
-                    log.warning("%s", line)
                 continue
             self.problems.pop(ref, None)
             if self.texts.get(ref) != text:
@@ -253,7 +251,7 @@ class RemoteSources:
                 names it, says why and what to do.
         """
         self.local = dict(local_files)
-        warnings = await self.refresh()
+        warnings = await self.refresh(log_warnings=False)  # the server prints them
         missing = [state for state in self.states.values() if not state.cache.exists()]
         if missing:
             lines = [
@@ -272,8 +270,9 @@ class RemoteSources:
             )
         return warnings
 
-    async def refresh(self) -> list[str]:
-        """One round: every source, then the external sub-agents the files name."""
+    async def refresh(self, *, log_warnings: bool = True) -> list[str]:
+        """One round: every source, then the external sub-agents the files name. Returns (and
+        logs) a warning per source kept at its last good copy."""
         warnings: list[str] = []
         if not self.states and not self._has_external():
             return warnings
@@ -283,6 +282,9 @@ class RemoteSources:
                 if warning:
                     warnings.append(warning)
             warnings.extend(await self.external.refresh(client, self._texts()))
+        if log_warnings:
+            for line in warnings:
+                log.warning("%s", line)
         self.rounds += 1
         self._round_done.set()
         self._round_done = trio.Event()
@@ -313,12 +315,10 @@ class RemoteSources:
             if not state.cache.exists():
                 return ""
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(state.cache.stat().st_mtime))
-            line = (
+            return (
                 f"agent source {state.ref.key!r}: cannot fetch {state.ref.text} ({exc}); "
                 f"serving the last good copy (cached {when})"
             )
-            log.warning("%s", line)
-            return line
         state.problem = ""
         state.fetched_at = time.time()
         if _write_if_changed(state.cache, text) and self.rounds:

@@ -23,7 +23,6 @@ from greenroom.errors import AgentConfigError
 from ._config import AgentConfig, AgentFile, ToolsetConfig
 from ._rag_config import RagSource
 from ._runtime import Command
-from ._source_refs import is_external_agent
 from ._toolset_types import KNOWN_TOOLSET_TYPES, unknown_type_problem
 from ._yaml_checks import (
     IGNORED,
@@ -47,7 +46,7 @@ from ._yaml_context import (
     check_toolset_routing,
     parse_context,
 )
-from ._yaml_external import ExternalAgents, merge_external
+from ._yaml_external import ExternalAgents, merge_external, parse_sub_agents
 from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
@@ -242,40 +241,6 @@ def _parse_toolsets(
     return toolsets
 
 
-def _parse_sub_agents(
-    c: Checker,
-    mapping: Mapping[Any, Any],
-    key: str,
-    path: str,
-    line: int,
-    name: str,
-    agents: Mapping[Any, Any],
-) -> tuple[str, ...]:
-    """The local agents named under ``key``; external (catalog) references are warned about."""
-    names = c.typed(mapping, key, path, as_str_list, "a list of strings") or []
-    kept = []
-    for index, sub in enumerate(names):
-        sub_line = line_of(mapping[key], index) or line
-        sub_path = f"{path}.{key}[{index}]"
-        if sub == name:
-            c.fail(sub_line, sub_path, f"an agent cannot be its own sub-agent {sub!r}")
-        elif sub in agents:
-            kept.append(sub)
-        elif ("/" in sub or ":" in sub) and c.resolve_external and is_external_agent(sub):
-            kept.append(sub)
-            c.external.append((sub_line, sub_path, sub))
-        elif "/" in sub or ":" in sub:
-            c.warn(
-                sub_line,
-                sub_path,
-                f"agent {sub!r} from a catalog or registry is not resolved here "
-                "(greenroom serve pulls it, see --agent-catalog); it is left out",
-            )
-        else:
-            c.fail(sub_line, sub_path, f"unknown agent {sub!r}")
-    return tuple(kept)
-
-
 def _parse_agent(
     c: Checker,
     name: str,
@@ -331,9 +296,9 @@ def _parse_agent(
             f"{path}.structured_output",
         )
     if "sub_agents" in mapping:
-        fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
+        fields["sub_agents"] = parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
     if "handoffs" in mapping:
-        fields["handoffs"] = _parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
+        fields["handoffs"] = parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
     if "toolsets" in mapping:
         toolsets_line = line_of(mapping, "toolsets") or line
         fields["toolsets"] = tuple(

@@ -9,12 +9,14 @@ for another model is renamed ``NAME@REFERENCE``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import attrs
 
 from ._config import AgentConfig, AgentFile, split_alloy
-from ._yaml_checks import Checker
+from ._source_refs import is_external_agent
+from ._yaml_checks import Checker, as_str_list, line_of
 
 
 class ExternalAgentUnavailable(Exception):
@@ -27,6 +29,42 @@ class ExternalAgents(Protocol):
     def agent_file(self, ref: str) -> AgentFile:
         """Raises ExternalAgentUnavailable."""
         ...
+
+
+def parse_sub_agents(
+    c: Checker,
+    mapping: Mapping[Any, Any],
+    key: str,
+    path: str,
+    line: int,
+    name: str,
+    agents: Mapping[Any, Any],
+) -> tuple[str, ...]:
+    """The agents named under ``key`` (``sub_agents``, ``handoffs``): local ones, and external
+    ones (recorded for :func:`merge_external`) when the file is loaded with a lookup; without
+    one, external references are warned about and left out."""
+    names = c.typed(mapping, key, path, as_str_list, "a list of strings") or []
+    kept = []
+    for index, sub in enumerate(names):
+        sub_line = line_of(mapping[key], index) or line
+        sub_path = f"{path}.{key}[{index}]"
+        if sub == name:
+            c.fail(sub_line, sub_path, f"an agent cannot be its own sub-agent {sub!r}")
+        elif sub in agents:
+            kept.append(sub)
+        elif ("/" in sub or ":" in sub) and c.resolve_external and is_external_agent(sub):
+            kept.append(sub)
+            c.external.append((sub_line, sub_path, sub))
+        elif "/" in sub or ":" in sub:
+            c.warn(
+                sub_line,
+                sub_path,
+                f"agent {sub!r} from a catalog or registry is not resolved here "
+                "(greenroom serve pulls it, see --agent-catalog); it is left out",
+            )
+        else:
+            c.fail(sub_line, sub_path, f"unknown agent {sub!r}")
+    return tuple(kept)
 
 
 def merge_external(
