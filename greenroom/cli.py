@@ -1,5 +1,4 @@
-"""The ``greenroom`` command line: ``serve``, ``chat``, ``validate``, ``nodes``, ``import`` and
-``export``."""
+"""The ``greenroom`` command line: serve (and serve a2a), chat, validate, nodes, import, export."""
 
 from __future__ import annotations
 
@@ -340,7 +339,12 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:2] == ["serve", "a2a"]:  # its own parser: `serve` takes agent paths (0035)
+        from greenroom.serve._a2a_cli import a2a_main
+
+        return a2a_main(given[2:])
+    args = build_parser().parse_args(given)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
 
