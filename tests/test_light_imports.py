@@ -21,6 +21,7 @@ HEAVY = (
     "playwright",
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
     "quickjs",  # code mode: only ever in a script's child process (decision 0032)
+    "a2a",  # the official A2A SDK: only serve a2a's tests use it (decision 0035)
 )
 
 
@@ -42,6 +43,7 @@ def imported_after(code: str) -> list[str]:
         "greenroom.serve",
         "greenroom.cli",
         "greenroom.serve._server",  # the whole server: store, actors, agents, transport
+        "greenroom.serve._a2a",  # serve a2a: the protocol by hand, no SDK
         "greenroom.agents.providers",
         "greenroom.cluster",
     ],

@@ -71,7 +71,9 @@ class A2ATask:
     def snapshot(self, history_length: int | None = None) -> dict[str, Any]:
         """The ``Task`` object: status, history (the user's message) and the answer as one
         artifact."""
-        history = [{**self.message, "taskId": self.id, "contextId": self.context_id}]
+        history = [
+            {**self.message, "kind": "message", "taskId": self.id, "contextId": self.context_id}
+        ]
         if history_length is not None:
             history = history[len(history) - history_length :] if history_length > 0 else []
         task: dict[str, Any] = {

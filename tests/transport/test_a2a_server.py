@@ -83,6 +83,28 @@ async def test_message_send_answers_with_the_finished_task(tmp_path: Path) -> No
         a2a.GetTaskResponse.model_validate(got)
         assert got["result"]["artifacts"] == task["artifacts"]
         assert got["result"]["history"] == []
+        body = call("tasks/resubscribe", {"id": task["id"]})
+        with trio.fail_after(LIMIT):
+            async with client.stream("POST", url, json=body) as response:
+                [again] = [frame async for frame in sse_results(response)]
+        assert again["result"]["status"]["state"] == "completed"  # finished: the task, then the end
+
+
+async def test_a_failing_turn_fails_its_task_with_the_error(tmp_path: Path) -> None:
+    turns = [[{"text": "Let me"}, {"error": {"code": "model_error", "message": "the model broke"}}]]
+    async with (
+        a2a_server(config(tmp_path, scripted_agent(tmp_path, turns))) as url,
+        httpx.AsyncClient(timeout=LIMIT) as client,
+    ):
+        body = call("message/stream", {"message": user_message("try")})
+        with trio.fail_after(LIMIT):
+            async with client.stream("POST", url, json=body) as response:
+                frames = [frame async for frame in sse_results(response)]
+    last = frames[-1]["result"]
+    a2a.SendStreamingMessageResponse.model_validate(frames[-1])
+    assert (last["status"]["state"], last["final"]) == ("failed", True)
+    assert "the model broke" in last["status"]["message"]["parts"][0]["text"]
+    assert last["status"]["message"]["role"] == "agent"
 
 
 async def test_message_stream_sends_the_task_its_updates_and_the_end(tmp_path: Path) -> None:
