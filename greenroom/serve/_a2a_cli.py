@@ -21,6 +21,16 @@ def default_a2a_db() -> str:
     return str(default_db_path().with_name("a2a.sqlite3"))
 
 
+def listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as docker-agent's ``--listen``."""
+    from greenroom.cli import port
+
+    host, sep, number = text.rpartition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8082)")
+    return host.strip("[]") or "127.0.0.1", port(number)
+
+
 def build_a2a_parser() -> argparse.ArgumentParser:
     from greenroom.cli import Parser, port
 
@@ -36,6 +46,13 @@ def build_a2a_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=port, default=DEFAULT_PORT, help="port (default 8082; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--listen",
+        "-l",
+        type=listen,
+        metavar="HOST:PORT",
+        help="docker-agent's spelling of --host and --port together (127.0.0.1:8082, [::1]:0)",
     )
     parser.add_argument(
         "--db",
@@ -62,6 +79,8 @@ def build_a2a_parser() -> argparse.ArgumentParser:
 
 def a2a_main(argv: Sequence[str]) -> int:
     args = build_a2a_parser().parse_args(argv)
+    if args.listen is not None:
+        args.host, args.port = args.listen
     from greenroom.observe import configure_logging
 
     configure_logging(args.log_level or "info", "text", "")
