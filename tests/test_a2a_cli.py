@@ -4,6 +4,8 @@ command itself runs in tests/transport/test_a2a_e2e.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from greenroom.cli import main
@@ -50,3 +52,11 @@ def test_a_missing_file_is_refused_before_the_server_loads(
 ) -> None:
     assert main(["serve", "a2a", "/nonexistent/agent.yaml", "--port", "0", "--db", ":memory:"]) == 2
     assert "no such agent file" in capsys.readouterr().err
+
+
+def test_a_cluster_database_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    agent = tmp_path / "helper.yaml"
+    agent.write_text("agents:\n  root:\n    model: echo/echo\n")
+    db = "postgresql://postgres@127.0.0.1:5432/none"
+    assert main(["serve", "a2a", str(agent), "--port", "0", "--db", db]) == 2
+    assert "keeps its sessions in SQLite" in capsys.readouterr().err

@@ -63,12 +63,15 @@ async def serve_a2a(
     cancellation); reports the base URL once listening.
 
     Raises:
-        ConfigError: not exactly one agent file, or the options are unusable.
+        ConfigError: not exactly one agent file, a PostgreSQL database, or the options are
+            unusable.
         AgentNotFound: ``agent_name`` is not an agent of the file.
     """
     check_config(cfg)
     if len(cfg.agent_paths) != 1:
         raise ConfigError("greenroom serve a2a takes exactly one agent file")
+    if cfg.cluster:  # it would own sessions without a lease: a single node's store only
+        raise ConfigError("greenroom serve a2a keeps its sessions in SQLite (or :memory:)")
     with metrics_scope():
         sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
         for line in warnings:

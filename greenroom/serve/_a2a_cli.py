@@ -105,6 +105,12 @@ def a2a_main(argv: Sequence[str]) -> int:
     )
     try:
         check_config(cfg)
+        if cfg.cluster:
+            from greenroom.errors import ConfigError
+
+            raise ConfigError(
+                "--db: greenroom serve a2a keeps its sessions in SQLite (or :memory:)"
+            )
         if not Path(args.agent_file).is_file():
             from greenroom.errors import ConfigError
 

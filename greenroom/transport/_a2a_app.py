@@ -18,6 +18,7 @@ from typing import Any
 
 from quart import Response, request
 from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
 
 from greenroom.errors import GreenroomError
 
@@ -104,7 +105,11 @@ def create_a2a_app(
         except GreenroomError as exc:
             refused = w.RpcError(w.INVALID_REQUEST, exc.message, {"code": exc.code})
             return _json(refused.body(None), exc.status)
-        data = await request.get_data(cache=False)
+        try:
+            data = await request.get_data(cache=False)
+        except HTTPException as exc:  # a body over MAX_BODY
+            too_large = w.RpcError(w.INVALID_REQUEST, f"Invalid Request: {exc.description}")
+            return _json(too_large.body(None), exc.code or 400)
         assert isinstance(data, bytes)
         request_id = None
         try:

@@ -250,7 +250,7 @@ async def test_a_token_guards_the_calls_not_the_card(tmp_path: Path) -> None:
     assert ok.status_code == 200 and ok.json()["result"]["status"]["state"] == "completed"
 
 
-MESSAGE = {"message": user_message("hi")}
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.mark.parametrize(
@@ -328,7 +328,9 @@ async def test_bad_messages_are_refused_before_any_turn(
     ):
         answer = await rpc(client, url, call("message/send", {"message": message}))
         wrong_type = await client.post(url, content=b"{}", headers={"Content-Type": "text/plain"})
+        huge = await client.post(url, content=b" " * (1024 * 1024 + 1), headers=JSON)
     assert answer["error"]["code"] == code, answer
     assert wrong_type.status_code == 415 and wrong_type.json()["error"]["code"] == -32600
+    assert huge.status_code == 413 and huge.json()["error"]["code"] == -32600
     async with open_store(cfg.db) as persistence:
         assert await persistence.store.list_sessions() == []
