@@ -60,3 +60,19 @@ def test_a_cluster_database_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     db = "postgresql://postgres@127.0.0.1:5432/none"
     assert main(["serve", "a2a", str(agent), "--port", "0", "--db", db]) == 2
     assert "keeps its sessions in SQLite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("bound", "card"),
+    [
+        ("http://0.0.0.0:8082", "http://localhost:8082"),
+        ("http://[::]:8082", "http://localhost:8082"),
+        ("http://127.0.0.1:8082", "http://127.0.0.1:8082"),
+        ("http://[::1]:9000", "http://[::1]:9000"),
+        ("http://192.168.1.5:9000", "http://192.168.1.5:9000"),
+    ],
+)
+def test_the_card_names_a_routable_address(bound: str, card: str) -> None:
+    from greenroom.serve._a2a import routable
+
+    assert routable(bound) == card

@@ -90,6 +90,17 @@ async def test_message_send_answers_with_the_finished_task(tmp_path: Path) -> No
         assert again["result"]["status"]["state"] == "completed"  # finished: the task, then the end
 
 
+async def test_text_and_data_parts_are_the_user_message(tmp_path: Path) -> None:
+    message = user_message("look at")
+    message["parts"].append({"kind": "data", "data": {"x": 1}})
+    async with (
+        a2a_server(config(tmp_path, echo_agent(tmp_path))) as url,
+        httpx.AsyncClient(timeout=LIMIT) as client,
+    ):
+        sent = await rpc(client, url, call("message/send", {"message": message}))
+    assert sent["result"]["artifacts"][0]["parts"][0]["text"] == 'Echo: look at {"x": 1}'
+
+
 async def test_a_failing_turn_fails_its_task_with_the_error(tmp_path: Path) -> None:
     turns = [[{"text": "Let me"}, {"error": {"code": "model_error", "message": "the model broke"}}]]
     async with (
