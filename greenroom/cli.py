@@ -339,11 +339,10 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    given = list(sys.argv[1:] if argv is None else argv)
-    if given[:2] == ["serve", "a2a"]:  # its own parser: `serve` takes agent paths (0035)
+    if (given := list(sys.argv[1:] if argv is None else argv))[:2] == ["serve", "a2a"]:
         from greenroom.serve._a2a_cli import a2a_main
 
-        return a2a_main(given[2:])
+        return a2a_main(given[2:])  # its own parser: `serve` takes agent paths (0035)
     args = build_parser().parse_args(given)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
