@@ -1,5 +1,4 @@
-"""The ``greenroom`` command line: ``serve``, ``chat``, ``validate``, ``nodes``, ``import`` and
-``export``."""
+"""The ``greenroom`` command line: serve (and serve a2a), chat, validate, nodes, import, export."""
 
 from __future__ import annotations
 
@@ -35,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="serve the session API over HTTP and WebSocket",
         epilog="other modes: `greenroom serve mcp AGENT_FILE...` (agents as MCP tools) and "
-        "`greenroom serve acp AGENT_FILE` (an editor's agent); see docs/modes.md",
+        "`greenroom serve acp AGENT_FILE` (an editor's agent), see docs/modes.md; "
+        "`greenroom serve a2a AGENT_FILE` (an agent over A2A, see docs/api.md)",
     )
     add_serve_options(serve)
 
@@ -121,9 +121,14 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if is_mode(argv := sys.argv[1:] if argv is None else argv):  # serve mcp|acp (0031)
-        return mode_main(argv, Parser, port)
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:2] == ["serve", "a2a"]:
+        from greenroom.serve._a2a_cli import a2a_main
+
+        return a2a_main(given[2:])  # its own parser: `serve` takes agent paths (0035)
+    if is_mode(given):  # serve mcp|acp (0031)
+        return mode_main(given, Parser, port)
+    args = build_parser().parse_args(given)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
 
