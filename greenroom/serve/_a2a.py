@@ -35,7 +35,7 @@ from greenroom.transport._a2a_tasks import A2AAgent
 from greenroom.transport._a2a_wire import INVOKE_PATH, CardInfo, agent_card
 from greenroom.transport._cross_site import SitePolicy
 
-from ._agents import load_sources, runtime_factory
+from ._agents import open_sources, runtime_factory
 from ._config import ServeConfig, check_config
 from ._http import hypercorn_config
 from ._store import open_store
@@ -73,7 +73,7 @@ async def serve_a2a(
     if cfg.cluster:  # it would own sessions without a lease: a single node's store only
         raise ConfigError("greenroom serve a2a keeps its sessions in SQLite (or :memory:)")
     with metrics_scope():
-        sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+        sources, warnings, _ = await open_sources(cfg)  # URLs and OCI too, fetched once
         for line in warnings:
             print(line, file=sys.stderr, flush=True)
         keys = sources.keys()
