@@ -1,5 +1,4 @@
-"""The ``greenroom`` command line: ``serve``, ``chat``, ``validate``, ``nodes``, ``import`` and
-``export``."""
+"""The ``greenroom`` command line: serve (and serve a2a), chat, validate, nodes, import, export."""
 
 from __future__ import annotations
 
@@ -35,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="serve the session API over HTTP and WebSocket",
         epilog="other modes: `greenroom serve mcp AGENT_FILE...` (agents as MCP tools) and "
-        "`greenroom serve acp AGENT_FILE` (an editor's agent); see docs/modes.md",
+        "`greenroom serve acp AGENT_FILE` (an editor's agent), see docs/modes.md; "
+        "`greenroom serve a2a AGENT_FILE` (an agent over A2A, see docs/api.md)",
     )
     add_serve_options(serve)
 
@@ -49,7 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     nodes.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     validate = sub.add_parser("validate", help="check agent YAML files and report every error")
-    validate.add_argument("files", nargs="+", metavar="AGENT_FILE_OR_DIR")
+    validate.add_argument(
+        "files", nargs="+", metavar="AGENT_FILE_OR_DIR", help="files, directories, URLs or OCI "
+        "references",
+    )  # fmt: skip
+    validate.add_argument(
+        "--agent-catalog",
+        default="",
+        metavar="REGISTRY/NAMESPACE",
+        help="pull sub_agents: [agentcatalog/NAME] from this catalog to check them (e.g. "
+        "docker.io/agentcatalog; default: warn and leave them out)",
+    )
+    validate.add_argument(
+        "--allow-private-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let URL and OCI sources on this private or loopback network be fetched (repeatable)",
+    )
 
     chat = sub.add_parser("chat", help="chat with an agent in the terminal")
     chat.add_argument(
@@ -104,13 +121,22 @@ def chat_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if is_mode(argv := sys.argv[1:] if argv is None else argv):  # serve mcp|acp (0031)
-        return mode_main(argv, Parser, port)
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:2] == ["serve", "a2a"]:
+        from greenroom.serve._a2a_cli import a2a_main
+
+        return a2a_main(given[2:])  # its own parser: `serve` takes agent paths (0035)
+    if is_mode(given):  # serve mcp|acp (0031)
+        return mode_main(given, Parser, port)
+    args = build_parser().parse_args(given)
     if args.command == "validate":
         from greenroom.agents._validate import validate_main
 
-        return validate_main(args.files)
+        return validate_main(
+            args.files,
+            allow_private_networks=args.allow_private_network,
+            agent_catalog=args.agent_catalog,
+        )
     if args.command == "chat":
         return chat_main(args)
     if args.command == "nodes":
@@ -162,11 +188,20 @@ def check_agent_files(paths: Sequence[str]) -> None:
     Raises:
         AgentConfigError: a file is missing or wrong (``file:line: path: what``).
     """
-    if not paths:
+    from greenroom.agents._source_refs import remote_ref
+
+    local = []
+    for path in paths:
+        try:
+            if remote_ref(path) is None:  # URLs and OCI references: the server fetches them
+                local.append(path)
+        except ValueError:
+            local.append(path)  # a bad oci:// reference: the server says why
+    if not local:
         return
     from greenroom.agents import AgentSources
 
-    AgentSources.from_paths(paths).check_all()  # every fault of every file, each once
+    AgentSources.from_paths(local).check_all()  # every fault of every file, each once
 
 
 def check_port_free(host: str, port: int) -> None:

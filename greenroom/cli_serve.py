@@ -29,6 +29,18 @@ def age(text: str) -> float:
     return float(match.group(1)) * _SECONDS[match.group(2)]
 
 
+def pull_interval(text: str) -> float:
+    """``--pull-interval``: minutes as docker-agent takes it (``5``), or a duration with a unit
+    (``30s``, ``5m``, ``1h``); 0 turns refreshing off. In seconds."""
+    value = text.strip()
+    try:
+        return age(value) if value[-1:] in _SECONDS and value[-1:] else age(value) * 60
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an interval (minutes, e.g. 5, or 30s, 5m, 1h; 0 = never)"
+        ) from None
+
+
 def count(text: str) -> int:
     try:
         value = int(text)
@@ -72,7 +84,23 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         "agents",
         nargs="*",
         metavar="AGENT_FILE_OR_DIR",
-        help="agent YAML files or directories (default: the bundled example agent)",
+        help="agent YAML files or directories, URLs (https://...) or OCI references "
+        "(docker.io/NAMESPACE/AGENT:TAG, oci://...) (default: the bundled example agent)",
+    )
+    serve.add_argument(
+        "--pull-interval",
+        type=pull_interval,
+        default=0.0,
+        metavar="MINUTES|DURATION",
+        help="fetch URL and OCI agent sources (and catalog sub-agents) again this often: "
+        "minutes as docker-agent, or 30s, 1h (default 0: only at start)",
+    )
+    serve.add_argument(
+        "--agent-catalog",
+        default=os.environ.get("GREENROOM_AGENT_CATALOG", "docker.io/agentcatalog"),
+        metavar="REGISTRY/NAMESPACE",
+        help="where sub_agents: [agentcatalog/NAME] are pulled from (default: "
+        "$GREENROOM_AGENT_CATALOG, else docker-agent's docker.io/agentcatalog; '' = none)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=port, default=8080, help="port (0 = any free port)")
@@ -322,4 +350,6 @@ def serve_config(args: argparse.Namespace, token: str, retention: RetentionPolic
         otel=args.otel,
         webhook_allow=tuple(args.webhook_allow),
         webhook_secret=args.webhook_secret,
+        pull_interval=args.pull_interval,
+        agent_catalog=args.agent_catalog,
     )

@@ -173,6 +173,11 @@ AGENTS_LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_sources",
                 "_diagnose",
                 "_validate",
+                "_source_refs",
+                "_agent_fetch",
+                "_remote_sources",
+                "_yaml_external",
+                "_validate_remote",
             }
         ),
     ),

@@ -22,6 +22,7 @@ HEAVY = (
     "httpx",  # only the network tools (fetch, api, openapi, remote skills and MCP) need it
     "quickjs",  # code mode: only ever in a script's child process (decision 0032)
     "opentelemetry.sdk",  # traces: only when turned on (--otel, OTEL_*)
+    "a2a",  # the official A2A SDK: only serve a2a's tests use it (decision 0035)
     "tree_sitter_go",  # RAG code-aware chunking: only when a Go file is indexed
     "tree_sitter_python",  # ... or a Python file
 )
@@ -46,6 +47,7 @@ def imported_after(code: str) -> list[str]:
         "greenroom.cli",
         "greenroom.cli_modes",  # serve mcp / serve acp: their parser (decision 0031)
         "greenroom.serve._server",  # the whole server: store, actors, agents, transport
+        "greenroom.serve._a2a",  # serve a2a: the protocol by hand, no SDK
         "greenroom.agents.providers",
         "greenroom.cluster",
     ],

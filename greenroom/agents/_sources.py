@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from greenroom.errors import AgentConfigError, AgentNotFound
 
 from ._config import AgentFile, agent_file_to_json
 from ._yaml import load_agent_file
+from ._yaml_external import ExternalAgents
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ class AgentEntry:
     description: str
     multi: bool
     commands: tuple[str, ...] = ()
+    # A remote source: ``source`` (its URL or OCI reference) and, after a failed fetch,
+    # ``source_error`` (why; the last good copy is served).
+    origin: Mapping[str, Any] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,12 +60,13 @@ class AgentEntry:
         }
         if self.commands:
             out["commands"] = list(self.commands)
+        out.update(self.origin)
         return out
 
 
 @attrs.define
 class _Cached:
-    signature: tuple[int, int] | None = None
+    signature: tuple[int, ...] | None = None
     good: AgentFile | None = None
     error: AgentConfigError | None = None
 
@@ -81,9 +86,25 @@ def _key_of(path: Path) -> str:
 class AgentSources:
     """Agent files by key; see the module docstring for reloading rules."""
 
-    def __init__(self, files: Mapping[str, str | os.PathLike[str]]) -> None:
+    def __init__(
+        self,
+        files: Mapping[str, str | os.PathLike[str]],
+        external: ExternalAgents | None = None,
+    ) -> None:
         self._paths = {key: Path(path) for key, path in files.items()}
         self._cache = {key: _Cached() for key in self._paths}
+        # Sub-agents from a catalog or registry (``greenroom serve``); when one changes (its
+        # ``generation``), the files are read again.
+        self.external = external
+        # A remote source's row fields (source, source_error): RemoteSources.row, when serving.
+        self.origin_of: Callable[[str], Mapping[str, Any]] = lambda key: {}
+
+    def files(self) -> dict[str, Path]:
+        """Every source's key and file."""
+        return dict(self._paths)
+
+    def _generation(self) -> int:
+        return int(getattr(self.external, "generation", 0))
 
     @classmethod
     def from_paths(cls, paths: Iterable[str | os.PathLike[str]]) -> AgentSources:
@@ -127,7 +148,7 @@ class AgentSources:
         problems: list[str] = []
         for key in self.keys():
             try:
-                load_agent_file(self.path(key))
+                load_agent_file(self.path(key), self.external)
             except AgentConfigError as exc:
                 problems.extend(exc.problems)
         if problems:
@@ -148,7 +169,9 @@ class AgentSources:
         """
         path = self.path(key)
         cached = self._cache[key]
-        signature = _signature(path)
+        signature: tuple[int, ...] | None = _signature(path)
+        if signature is not None and self.external is not None:
+            signature = (*signature, self._generation())
         if signature != cached.signature or (signature is None and cached.good is None):
             self._reload(key, path, cached, signature)
         if cached.good is None:
@@ -175,16 +198,17 @@ class AgentSources:
                     description=first.description,
                     multi=len(config.agents) > 1,
                     commands=tuple(sorted(first.commands)),
+                    origin=self.origin_of(key),
                 )
             )
         return entries
 
     def _reload(
-        self, key: str, path: Path, cached: _Cached, signature: tuple[int, int] | None
+        self, key: str, path: Path, cached: _Cached, signature: tuple[int, ...] | None
     ) -> None:
         cached.signature = signature
         try:
-            config = load_agent_file(path)
+            config = load_agent_file(path, self.external)
         except AgentConfigError as exc:
             cached.error = exc
             if cached.good is not None:

@@ -28,9 +28,41 @@ def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
-def check_files(paths: Iterable[str | os.PathLike[str]], **options: Any) -> list[FileReport]:
-    """One report per agent file given (directories give their ``*.yaml``/``*.yml`` files)."""
-    return [check_file(path, **options) for path in _expand(paths)]
+def check_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    allow_private_networks: Sequence[str] = (),
+    agent_catalog: str = "",
+    **options: Any,
+) -> list[FileReport]:
+    """One report per agent file given (directories give their ``*.yaml``/``*.yml`` files).
+
+    URLs and OCI references are fetched (through the egress policy: public addresses, plus
+    ``allow_private_networks``); with ``agent_catalog``, catalog sub-agents are pulled from it
+    (without, they are warned about and left out).
+    """
+    names = [os.fspath(p) for p in paths]
+    from ._source_refs import remote_ref
+
+    def is_remote(name: str) -> bool:
+        try:
+            return remote_ref(name) is not None
+        except ValueError:
+            return False
+
+    if not agent_catalog and not any(is_remote(n) for n in names):
+        return [check_file(path, **options) for path in _expand(names)]
+    from ._validate_remote import check_with_fetching, split_remote
+
+    items = split_remote(names)
+    local = _expand(name for name, ref in items if ref is None)
+    return check_with_fetching(
+        items,
+        local,
+        allow_private_networks=allow_private_networks,
+        agent_catalog=agent_catalog,
+        **options,
+    )
 
 
 def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -42,13 +74,26 @@ def validate_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return [line for report in check_files(paths) for line in report.errors]
 
 
-def validate_main(argv: Sequence[str], *, out: TextIO | None = None, **options: Any) -> int:
-    """Validate the files in ``argv`` and print the report. Returns the exit code."""
+def validate_main(
+    argv: Sequence[str],
+    *,
+    out: TextIO | None = None,
+    allow_private_networks: Sequence[str] = (),
+    agent_catalog: str = "",
+    **options: Any,
+) -> int:
+    """Validate the files (URLs, OCI references) in ``argv`` and print the report. Returns the
+    exit code."""
     stream = out if out is not None else sys.stdout
     if not argv:
         print("usage: greenroom validate FILE...", file=stream)
         return 2
-    reports = check_files(argv, **options)
+    reports = check_files(
+        argv,
+        allow_private_networks=allow_private_networks,
+        agent_catalog=agent_catalog,
+        **options,
+    )
     for report in reports:
         for line in (*report.errors, *report.warnings):
             print(line, file=stream)

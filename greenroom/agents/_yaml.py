@@ -46,6 +46,7 @@ from ._yaml_context import (
     check_toolset_routing,
     parse_context,
 )
+from ._yaml_external import ExternalAgents, merge_external, parse_sub_agents
 from ._yaml_lsp import check_lsp_toolset
 from ._yaml_models import ModelRefs, parse_fallback, parse_model, parse_providers
 from ._yaml_output import parse_structured_output
@@ -240,37 +241,6 @@ def _parse_toolsets(
     return toolsets
 
 
-def _parse_sub_agents(
-    c: Checker,
-    mapping: Mapping[Any, Any],
-    key: str,
-    path: str,
-    line: int,
-    name: str,
-    agents: Mapping[Any, Any],
-) -> tuple[str, ...]:
-    """The local agents named under ``key``; external (catalog) references are warned about."""
-    names = c.typed(mapping, key, path, as_str_list, "a list of strings") or []
-    kept = []
-    for index, sub in enumerate(names):
-        sub_line = line_of(mapping[key], index) or line
-        sub_path = f"{path}.{key}[{index}]"
-        if sub == name:
-            c.fail(sub_line, sub_path, f"an agent cannot be its own sub-agent {sub!r}")
-        elif sub in agents:
-            kept.append(sub)
-        elif "/" in sub or ":" in sub:
-            c.warn(
-                sub_line,
-                sub_path,
-                f"agent {sub!r} from a catalog or registry is not "
-                "supported by greenroom; it is left out",
-            )
-        else:
-            c.fail(sub_line, sub_path, f"unknown agent {sub!r}")
-    return tuple(kept)
-
-
 def _parse_agent(
     c: Checker,
     name: str,
@@ -326,9 +296,9 @@ def _parse_agent(
             f"{path}.structured_output",
         )
     if "sub_agents" in mapping:
-        fields["sub_agents"] = _parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
+        fields["sub_agents"] = parse_sub_agents(c, mapping, "sub_agents", path, line, name, agents)
     if "handoffs" in mapping:
-        fields["handoffs"] = _parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
+        fields["handoffs"] = parse_sub_agents(c, mapping, "handoffs", path, line, name, agents)
     if "toolsets" in mapping:
         toolsets_line = line_of(mapping, "toolsets") or line
         fields["toolsets"] = tuple(
@@ -386,7 +356,9 @@ def _parse_runtime(c: Checker, raw: Any, line: int) -> tuple[str, bool]:
     return safety, titles
 
 
-def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
+def _parse_document(
+    c: Checker, doc: Any, external: ExternalAgents | None = None
+) -> AgentFile | None:
     if doc is None:
         c.fail(1, "(document)", "the file is empty; expected a mapping with 'agents'")
         return None
@@ -436,6 +408,8 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
         agent = _parse_agent(c, name, raw, line, agents_raw, refs, mcps, rag)
         if agent is not None:
             agents[name] = agent
+    if c.external and external is not None:
+        merge_external(c, agents, models, providers, external)
     permissions = None
     if "permissions" in doc:
         permissions = _parse_permissions(c, doc["permissions"], line_of(doc, "permissions") or 1)
@@ -458,8 +432,11 @@ def _parse_document(c: Checker, doc: Any) -> AgentFile | None:
     )
 
 
-def parse_agent_file(text: str, file: str) -> AgentFile:
+def parse_agent_file(text: str, file: str, external: ExternalAgents | None = None) -> AgentFile:
     """Parse the text of an agent file; ``file`` names it in error lines and in the result.
+
+    ``external`` resolves sub-agents from a catalog, registry or URL (``greenroom serve``);
+    without it they are warned about and left out.
 
     Raises:
         AgentConfigError: the YAML is malformed or does not describe a valid agent team.
@@ -474,14 +451,17 @@ def parse_agent_file(text: str, file: str) -> AgentFile:
     except YAMLError as exc:
         raise AgentConfigError([f"{file}:1: (yaml): {exc}"], path="(yaml)") from None
     checker = Checker(file)
-    parsed = _parse_document(checker, doc)
+    checker.resolve_external = external is not None
+    parsed = _parse_document(checker, doc, external)
     if parsed is None:
         first = min(checker.problems, key=lambda p: p[0])
         raise AgentConfigError(checker.lines(), path=first[1])
     return parsed
 
 
-def load_agent_file(path: str | os.PathLike[str]) -> AgentFile:
+def load_agent_file(
+    path: str | os.PathLike[str], external: ExternalAgents | None = None
+) -> AgentFile:
     """Read and parse the agent file at ``path``.
 
     Raises:
@@ -494,4 +474,4 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentFile:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise AgentConfigError([f"{name}: cannot read: {reason}"], path="(file)") from None
-    return parse_agent_file(text, name)
+    return parse_agent_file(text, name, external)

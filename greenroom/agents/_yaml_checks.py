@@ -67,6 +67,10 @@ class Checker:
         self.file = file
         self.problems: list[tuple[int, str, str]] = []
         self.warnings: list[tuple[int, str, str]] = []
+        # Sub-agents from a catalog, registry or URL: resolved after the walk when the file is
+        # loaded with an external-agent lookup (``_yaml_external.py``), else warned about.
+        self.resolve_external = False
+        self.external: list[tuple[int, str, str]] = []  # (line, path, reference)
 
     def fail(self, line: int, path: str, what: str) -> None:
         self.problems.append((line, path, what))

@@ -69,6 +69,11 @@ class ServeConfig:
     # HMAC-SHA256 key of their signatures (required with any prefix).
     webhook_allow: tuple[str, ...] = ()
     webhook_secret: str = ""
+    # Remote agent sources (URLs, OCI references; decision 0034): refetched every this many
+    # seconds (0: only at start), and where ``sub_agents: [agentcatalog/NAME]`` is pulled from
+    # (REGISTRY/NAMESPACE; "" = no catalog: such a sub-agent is an error).
+    pull_interval: float = 0.0
+    agent_catalog: str = "docker.io/agentcatalog"
 
     @property
     def drain_seconds(self) -> float:
@@ -110,6 +115,8 @@ def check_config(cfg: ServeConfig) -> None:
             raise ConfigError(
                 f"--allow-private-network {network!r} is not an IP network (CIDR)"
             ) from None
+    if not 0 <= cfg.pull_interval < float("inf"):
+        raise ConfigError("--pull-interval must be 0 (no refresh) or a positive duration")
     if cfg.metrics_token and not _TOKEN_CHARS.fullmatch(cfg.metrics_token):
         raise ConfigError("--metrics-token must be printable ASCII without spaces")
     parse_webhook_allow(cfg.webhook_allow)  # ConfigError naming a bad prefix

@@ -36,7 +36,7 @@ from greenroom.domain import (
 )
 from greenroom.errors import ConfigError, GreenroomError
 
-from ._agents import load_sources, runtime_factory
+from ._agents import open_sources, runtime_factory
 from ._config import ServeConfig, check_config
 from ._store import open_store
 
@@ -171,7 +171,7 @@ async def open_host(cfg: ServeConfig) -> AsyncIterator[AgentHost]:
             "cluster is served by `greenroom serve` (give --db PATH or :memory:)"
         )
     check_config(cfg)
-    sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+    sources, warnings, _ = await open_sources(cfg)  # URLs and OCI too, fetched once
     for line in warnings:
         print(line, file=sys.stderr, flush=True)  # stdout is the protocol's
     async with open_store(cfg.db) as persistence:

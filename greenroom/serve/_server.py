@@ -46,7 +46,7 @@ from greenroom.transport import (
     scheduled_forward,
 )
 
-from ._agents import SourcesCatalog, load_sources, runtime_factory
+from ._agents import SourcesCatalog, open_sources, runtime_factory
 from ._config import ServeConfig, check_config, default_db_path
 from ._http import HypercornConfig, hypercorn_config
 from ._store import open_store
@@ -100,14 +100,18 @@ async def serve(
 async def _serve_loaded(
     cfg: ServeConfig, embedded: bool, task_status: trio.TaskStatus[str]
 ) -> None:
-    sources, warnings = await trio.to_thread.run_sync(load_sources, cfg.agent_paths)
+    sources, warnings, remote = await open_sources(cfg)
     for line in warnings:
         print(line, file=sys.stderr, flush=True)
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
     traced = setup_tracing(cfg.node_id or socket.gethostname(), flag=cfg.otel)
     try:
-        await _serve_bound(cfg, sources, http_config, embedded, task_status)
+        async with trio.open_nursery() as nursery:
+            if cfg.pull_interval > 0:  # remote sources refetched in the background
+                nursery.start_soon(remote.refresh_forever, cfg.pull_interval)
+            await _serve_bound(cfg, sources, http_config, embedded, task_status)
+            nursery.cancel_scope.cancel(reason="server stopped")
     finally:
         http_config.release()  # no-op once hypercorn took the sockets
         if traced:  # the last spans are exported (bounded) before the process ends

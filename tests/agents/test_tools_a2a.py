@@ -104,6 +104,14 @@ async def test_a_card_without_skills_or_streaming_and_an_error_answer(
     with trio.fail_after(LIMIT):
         failed = await tool.call({"message": "go"})
     assert failed.is_error and failed.output == "A2A call failed: busy"
+    finished = {
+        "kind": "task",
+        "status": {"state": "completed"},
+        "artifacts": [{"artifactId": "a", "parts": [{"kind": "text", "text": "O at 2,2"}]}],
+    }
+    agent.answer = _json({"jsonrpc": "2.0", "id": "1", "result": finished})
+    with trio.fail_after(LIMIT):  # a finished task's answer is its artifacts
+        assert (await tool.call({"message": "go"})).output == "O at 2,2"
     agent.answer = _json({"jsonrpc": "2.0", "id": "1", "result": {"kind": "task", "status": {}}})
     with trio.fail_after(LIMIT):
         assert (await tool.call({"message": "go"})).output == "No response from agent"

@@ -7,10 +7,10 @@ skills becomes a tool (one tool named after the agent when it lists none), named
 ``<name>_<skill id>`` in lower case with anything but letters, digits and ``_`` replaced, taking
 one argument ``message``. A call sends the message to the card's endpoint (JSON-RPC
 ``message/stream``, server-sent events; ``message/send`` when the card says it does not stream)
-and returns the text of every message, status update and artifact it answers with (``No
-response from agent`` when there is none). A card that cannot be read is a toolset warning, and
-the card is read again before the following model call; a failed call is a tool error. Calls
-have the MCP call timeout.
+and returns the text of every message, status update and artifact it answers with (of a task:
+its status message and its artifacts; ``No response from agent`` when there is none). A card
+that cannot be read is a toolset warning, and the card is read again before the following model
+call; a failed call is a tool error. Calls have the MCP call timeout.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def texts(event: Any) -> str:
     elif kind in ("task", "status-update"):
         message = (event.get("status") or {}).get("message")
         parts = message.get("parts") if isinstance(message, Mapping) else ()
+        if kind == "task":  # a finished task (message/send) carries its answer as artifacts
+            artifacts = [a for a in event.get("artifacts") or () if isinstance(a, Mapping)]
+            parts = [*(parts or ()), *(p for a in artifacts for p in a.get("parts") or ())]
     elif kind == "artifact-update":
         artifact = event.get("artifact")
         parts = artifact.get("parts") if isinstance(artifact, Mapping) else ()
