@@ -196,7 +196,20 @@ async def run(kind: str, args: argparse.Namespace) -> None:
             ("q=zebrac (a prefix)", SessionQuery(words=query_words("zebrac"))),
             ("q=okapi build (two words)", SessionQuery(words=query_words("okapi build"))),
             ("q=build (30 % of messages)", SessionQuery(words=query_words("build"), limit=50)),
+            (
+                "q=build, recent order",
+                SessionQuery(words=query_words("build"), order="recent", limit=50),
+            ),
+            ("q=bui (a common prefix)", SessionQuery(words=query_words("bui"), limit=50)),
+            ("q=build error (two common)", SessionQuery(words=query_words("build error"))),
         ]
+        build = await store.search_sessions(SessionQuery(words=query_words("build"), limit=50))
+        cases.append(
+            (
+                "q=build, next page (cursor)",
+                SessionQuery(words=query_words("build"), limit=50, after=build.next),
+            )
+        )
         okapi = await store.search_sessions(SessionQuery(words=query_words("okapi"), limit=50))
         cases.insert(
             5,

@@ -45,6 +45,10 @@ def text_score(texts: Iterable[tuple[str, int]], wanted: tuple[str, ...]) -> flo
     """:func:`score` over (text, weight) pairs: a title weighs 2, a message 1."""
     best: float | None = None
     for text, weight in texts:
+        if text.isascii():  # folding ASCII is lower-casing: a cheap test first
+            lowered = text.lower()
+            if not all(w in lowered for w in wanted):
+                continue
         found = search_words(text)
         if all(any(word.startswith(w) for word in found) for w in wanted):
             hits = -float(weight * sum(1 for word in found if word.startswith(wanted)))

@@ -7,7 +7,9 @@ few dozen sessions.
 
 - ``order=recent``: the walk reads at most :data:`WALK_SESSIONS` sessions after the page's
   position; if ``limit + 1`` of them match, that is the page, exactly. Otherwise the words are
-  rare there and the store's index answers (it is fast for rare words).
+  rare there and the store's index answers (it is fast for rare words). A walk whose matches
+  so far show that it would not reach its goal within the budget stops after the first batch
+  (a rare word costs one batch of :data:`FIRST_BATCH` sessions before the index answers).
 - ``order=relevance``: the walk reads at most :data:`WALK_SESSIONS` sessions from the top; if
   more than :data:`WINDOW` match, the answer is approximate: the :data:`WINDOW` newest
   matching sessions, ranked by the memory store's score (minus the query words in the best
@@ -27,6 +29,7 @@ from ._memory_search import text_score
 
 WALK_SESSIONS = 300  # sessions one walk reads at most
 BATCH = 60  # sessions read per round trip
+FIRST_BATCH = 20  # the first round trip's: a rare word costs only these
 WINDOW = 100  # matching sessions a common-word relevance search ranks
 
 
@@ -60,7 +63,7 @@ def walk(fetch: Fetch, words: tuple[str, ...], after: tuple[int, int] | None, wa
     hits: list[tuple[float, Candidate]] = []
     read = 0
     while read < WALK_SESSIONS:
-        asked = min(BATCH, WALK_SESSIONS - read)
+        asked = min(BATCH if read else FIRST_BATCH, WALK_SESSIONS - read)
         batch = fetch(after, asked)
         read += len(batch)
         for candidate in batch:
@@ -71,6 +74,10 @@ def walk(fetch: Fetch, words: tuple[str, ...], after: tuple[int, int] | None, wa
                     return Found(tuple(hits), False)
         if len(batch) < asked:
             return Found(tuple(hits), True)
+        if len(hits) * WALK_SESSIONS < wanted * read:
+            # At this rate the budget would run out first: the words are rare enough for
+            # the index, so give up early rather than read the whole budget.
+            return Found(tuple(hits), False)
         after = (batch[-1].created_us, batch[-1].seq)
     return Found(tuple(hits), False)
 
