@@ -107,7 +107,7 @@ def fill_postgres(conn: Any, sessions: list[Any], items: list[Any]) -> None:
 @asynccontextmanager
 async def sqlite_store(keep: str | None) -> AsyncIterator[tuple[Any, bool]]:
     if keep:  # a kept file: filled once, reused by later runs
-        fresh = not Path(keep).exists()
+        fresh = not await trio.Path(keep).exists()
         async with open_sqlite_store(Path(keep)) as store:
             yield store, fresh
         return
@@ -132,7 +132,9 @@ async def postgres_store(server: str, keep: str | None) -> AsyncIterator[tuple[A
             conn.execute(sql.encode())
             return True
 
-    fresh = not (keep and await trio.to_thread.run_sync(admin, "exists"))
+    fresh = True
+    if keep:
+        fresh = not await trio.to_thread.run_sync(admin, "exists")
     if fresh:
         await trio.to_thread.run_sync(admin, f"CREATE DATABASE {name}")
     try:

@@ -33,7 +33,7 @@ async def store(
 
 async def fill(store: Store) -> list[str]:
     """30 sessions; the ids of those with "build", newest first."""
-    matching = []
+    matching: list[str] = []
     for n in range(30):
         text = "we build it" if n % 3 != 1 else "nothing to see"
         if n == 25:

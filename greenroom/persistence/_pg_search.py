@@ -80,7 +80,8 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
             found, following = walked
             rows_ = [_row(c) for c in found]
             counts_ = _counts(conn, [r["id"] for r in rows_])
-            return SessionPage(tuple(_summary(r, counts_.get(r["id"], 0)) for r in rows_), following)
+            summaries = tuple(_summary(r, counts_.get(r["id"], 0)) for r in rows_)
+            return SessionPage(summaries, following)
     if query.after is not None:
         params.update(c=query.after.created_us, r=query.after.seq)
         newer = "(s.created_us, s.inserted) < (%(c)s, %(r)s)"

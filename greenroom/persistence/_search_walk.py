@@ -25,7 +25,7 @@ import attrs
 
 from greenroom.domain import PageKey, SessionQuery
 
-from ._memory_search import text_score
+from ._memory_search import text_score as text_score
 
 WALK_SESSIONS = 300  # sessions one walk reads at most
 BATCH = 60  # sessions read per round trip

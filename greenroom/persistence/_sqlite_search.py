@@ -118,7 +118,8 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
 
 
 _TEXTS = """
-SELECT session_id, COALESCE(json_extract(replace(body, '\\u0000', '\\u0020'), '$.message.content'), '')
+SELECT session_id,
+    COALESCE(json_extract(replace(body, '\\u0000', '\\u0020'), '$.message.content'), '')
 FROM items WHERE session_id IN (SELECT value FROM json_each(:ids))
 AND kind = 'message' AND role IN ('user', 'assistant') ORDER BY id
 """
