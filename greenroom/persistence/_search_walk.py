@@ -29,7 +29,7 @@ from ._memory_search import text_score as text_score
 
 WALK_SESSIONS = 300  # sessions one walk reads at most
 BATCH = 60  # sessions read per round trip
-FIRST_BATCH = 20  # the first round trip's: a rare word costs only these
+FIRST_BATCH = 10  # the first round trip's: a rare word costs only these
 WINDOW = 100  # matching sessions a common-word relevance search ranks
 
 
