@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from greenroom.domain import SessionQuery, query_words
+from greenroom.domain import SessionQuery, query_words, search_words
 from greenroom.persistence import Store, _search_walk
 from tests.test_session_search import make
 from tests.test_store_contract import KINDS, open_store
@@ -95,3 +95,13 @@ async def test_relevance_with_few_matches_is_exact(store: Store) -> None:
         SessionQuery(words=query_words("builder"), order="relevance", limit=5)
     )
     assert [s.id for s in first.sessions] == ["s25"]
+
+
+async def test_the_walk_folds_case_and_diacritics_as_the_index(store: Store) -> None:
+    await fill(store)
+    await store.add_session(make("accents", 50, "Ça BÜILDS vité", "fine"))
+    await store.add_session(make("ascii", 51, "Tool_call BUILDER-x9", "fine"))
+    assert (await walk(store, "build", "recent", 2))[0] == ["ascii", "accents"]
+    assert (await walk(store, "vite call x9", "recent", 5)) == [[]]
+    assert (await walk(store, "ca vite", "recent", 5)) == [["accents"]]
+    assert search_words("Tool_call BUILDER-x9 Ça") == ["tool", "call", "builder", "x9", "ca"]
