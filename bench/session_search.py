@@ -3,6 +3,7 @@
     .venv/bin/python bench/session_search.py [--backend sqlite|postgres|both]
         [--sessions 100000] [--messages 20] [--repeats 15]
         [--server postgresql://postgres@127.0.0.1:5432]
+        [--keep-file /tmp/bench.db] [--keep-database gr_bench_kept] [--fill-only]
 
 Fills a fresh store (SQLite: a temporary file; PostgreSQL: a database of its own, dropped
 afterwards) with ``--sessions`` root sessions of ``--messages`` user/assistant messages each,
@@ -104,33 +105,47 @@ def fill_postgres(conn: Any, sessions: list[Any], items: list[Any]) -> None:
 
 
 @asynccontextmanager
-async def sqlite_store() -> AsyncIterator[Any]:
+async def sqlite_store(keep: str | None) -> AsyncIterator[tuple[Any, bool]]:
+    if keep:  # a kept file: filled once, reused by later runs
+        fresh = not await trio.Path(keep).exists()
+        async with open_sqlite_store(Path(keep)) as store:
+            yield store, fresh
+        return
     with tempfile.TemporaryDirectory(prefix="greenroom-bench-") as directory:
         async with open_sqlite_store(Path(directory) / "bench.db") as store:
-            yield store
+            yield store, True
 
 
 @asynccontextmanager
-async def postgres_store(server: str) -> AsyncIterator[Any]:
+async def postgres_store(server: str, keep: str | None) -> AsyncIterator[tuple[Any, bool]]:
     import psycopg
 
     from greenroom.persistence.postgres import open_postgres_store
 
-    name = f"gr_bench_{secrets.token_hex(4)}"
+    name = keep or f"gr_bench_{secrets.token_hex(4)}"
 
-    def admin(sql: str) -> None:
+    def admin(sql: str) -> bool:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            if sql == "exists":
+                found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+                return found.fetchone() is not None
             conn.execute(sql.encode())
+            return True
 
-    await trio.to_thread.run_sync(admin, f"CREATE DATABASE {name}")
+    fresh = True
+    if keep:
+        fresh = not await trio.to_thread.run_sync(admin, "exists")
+    if fresh:
+        await trio.to_thread.run_sync(admin, f"CREATE DATABASE {name}")
     try:
         async with open_postgres_store(
             f"{server}/{name}", node_id="bench", advertise_url=""
         ) as store:
             await store.membership.join()
-            yield store
+            yield store, fresh
     finally:
-        await trio.to_thread.run_sync(admin, f"DROP DATABASE {name} WITH (FORCE)")
+        if not keep:
+            await trio.to_thread.run_sync(admin, f"DROP DATABASE {name} WITH (FORCE)")
 
 
 async def fill(store: Any, fill_chunk: Callable[..., None], sessions: int, messages: int) -> float:
@@ -153,14 +168,22 @@ async def timed(store: Any, query: SessionQuery, repeats: int) -> tuple[float, f
 
 
 async def run(kind: str, args: argparse.Namespace) -> None:
-    opener = postgres_store(args.server) if kind == "postgres" else sqlite_store()
+    if kind == "postgres":
+        opener = postgres_store(args.server, args.keep_database)
+    else:
+        opener = sqlite_store(args.keep_file)
     fill_chunk = fill_postgres if kind == "postgres" else fill_sqlite
-    async with opener as store:
-        seconds = await fill(store, fill_chunk, args.sessions, args.messages)
-        if kind == "postgres":
-            await store.run_read(lambda conn: conn.execute("ANALYZE"))
+    async with opener as (store, fresh):
         total = args.sessions * args.messages
-        print(f"\n{kind}: {args.sessions} sessions, {total} messages filled in {seconds:.0f} s")
+        if fresh:
+            seconds = await fill(store, fill_chunk, args.sessions, args.messages)
+            if kind == "postgres":
+                await store.run_read(lambda conn: conn.execute("ANALYZE"))
+            print(f"\n{kind}: {args.sessions} sessions, {total} messages filled in {seconds:.0f} s")
+        else:
+            print(f"\n{kind}: reusing the kept store ({args.sessions} sessions assumed)")
+        if args.fill_only:
+            return
         first = await store.search_sessions(SessionQuery(limit=50))
         cases = [
             ("list, first page (limit 50)", SessionQuery(limit=50)),
@@ -175,7 +198,20 @@ async def run(kind: str, args: argparse.Namespace) -> None:
             ("q=zebrac (a prefix)", SessionQuery(words=query_words("zebrac"))),
             ("q=okapi build (two words)", SessionQuery(words=query_words("okapi build"))),
             ("q=build (30 % of messages)", SessionQuery(words=query_words("build"), limit=50)),
+            (
+                "q=build, recent order",
+                SessionQuery(words=query_words("build"), order="recent", limit=50),
+            ),
+            ("q=bui (a common prefix)", SessionQuery(words=query_words("bui"), limit=50)),
+            ("q=build error (two common)", SessionQuery(words=query_words("build error"))),
         ]
+        build = await store.search_sessions(SessionQuery(words=query_words("build"), limit=50))
+        cases.append(
+            (
+                "q=build, next page (cursor)",
+                SessionQuery(words=query_words("build"), limit=50, after=build.next),
+            )
+        )
         okapi = await store.search_sessions(SessionQuery(words=query_words("okapi"), limit=50))
         cases.insert(
             5,
@@ -201,6 +237,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument("--keep-file", help="SQLite: fill this file once, reuse it afterwards")
+    parser.add_argument("--keep-database", help="PostgreSQL: the same with a database name")
+    parser.add_argument("--fill-only", action="store_true", help="fill (or reuse), time nothing")
     args = parser.parse_args()
     print(
         f"Python {sys.version.split()[0]}, {platform.machine()}, {os.cpu_count()} CPUs, "

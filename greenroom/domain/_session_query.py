@@ -29,6 +29,8 @@ _WORD = re.compile(r"[^\W_]+")
 
 def fold(text: str) -> str:
     """Lower case, diacritics removed."""
+    if text.isascii():  # nothing to decompose
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.lower())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

@@ -38,8 +38,17 @@ def _texts(session: Session) -> Iterable[tuple[str, int]]:
 def score(session: Session, wanted: tuple[str, ...]) -> float | None:
     """Minus the words starting with one of ``wanted`` in the best title or message that has
     one for each; None when none has."""
+    return text_score(_texts(session), wanted)
+
+
+def text_score(texts: Iterable[tuple[str, int]], wanted: tuple[str, ...]) -> float | None:
+    """:func:`score` over (text, weight) pairs: a title weighs 2, a message 1."""
     best: float | None = None
-    for text, weight in _texts(session):
+    for text, weight in texts:
+        if text.isascii():  # folding ASCII is lower-casing: a cheap test first
+            lowered = text.lower()
+            if not all(w in lowered for w in wanted):
+                continue
         found = search_words(text)
         if all(any(word.startswith(w) for word in found) for w in wanted):
             hits = -float(weight * sum(1 for word in found if word.startswith(wanted)))

@@ -12,6 +12,8 @@ from psycopg.rows import dict_row
 
 from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
 
+from ._search_walk import Candidate, Fetch, recent_page, relevance_page
+
 Conn = psycopg.Connection[Any]
 
 _MATCHES = """
@@ -71,6 +73,15 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
         where.append("s.created_us < %(until)s")
         params["until"] = query.until_us
     relevance = query.order == "relevance" and bool(query.words)
+    if query.words:  # common words: a bounded walk of the newest sessions first
+        fetch = _fetcher(conn, where, dict(params))
+        walked = (relevance_page if relevance else recent_page)(fetch, query, params["horizon"])
+        if walked is not None:
+            found, following = walked
+            rows_ = [_row(c) for c in found]
+            counts_ = _counts(conn, [r["id"] for r in rows_])
+            summaries = tuple(_summary(r, counts_.get(r["id"], 0)) for r in rows_)
+            return SessionPage(summaries, following)
     if query.after is not None:
         params.update(c=query.after.created_us, r=query.after.seq)
         newer = "(s.created_us, s.inserted) < (%(c)s, %(r)s)"
@@ -91,10 +102,7 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
     )
     rows = conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
     page, more = rows[: query.limit], len(rows) > query.limit
-    counts: dict[str, int] = {}
-    if page:
-        found = conn.execute(_COUNT_VISIBLE, ([r["id"] for r in page],)).fetchall()
-        counts = {r[0]: int(r[1]) for r in found}
+    counts = _counts(conn, [r["id"] for r in page])
     sessions = tuple(_summary(r, counts.get(r["id"], 0)) for r in page)
     following = None
     if more and page:
@@ -106,6 +114,49 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
             params["horizon"],
         )
     return SessionPage(sessions, following)
+
+
+def _counts(conn: Conn, ids: list[str]) -> dict[str, int]:
+    if not ids:
+        return {}
+    return {r[0]: int(r[1]) for r in conn.execute(_COUNT_VISIBLE, (ids,)).fetchall()}
+
+
+_TEXTS = """
+SELECT session_id, COALESCE(replace(body, '\\u0000', '\\u0020')::jsonb #>> '{message,content}', '')
+FROM gr_items WHERE session_id = ANY(%(ids)s::text[])
+AND kind = 'message' AND role IN ('user', 'assistant') ORDER BY session_id, pos
+"""
+
+
+def _fetcher(conn: Conn, where: list[str], params: dict[str, Any]) -> Fetch:
+    """The walk's reader: live root sessions newest first with their titles and texts."""
+
+    def fetch(after: tuple[int, int] | None, n: int) -> list[Candidate]:
+        clauses = list(where)
+        args = dict(params, n=n)
+        if after is not None:
+            clauses.append("(s.created_us, s.inserted) < (%(wc)s, %(wr)s)")
+            args.update(wc=after[0], wr=after[1])
+        sql = (
+            f"SELECT {_COLUMNS} FROM gr_sessions s WHERE {' AND '.join(clauses)}"
+            " ORDER BY s.created_us DESC, s.inserted DESC LIMIT %(n)s"
+        )
+        rows = conn.cursor(row_factory=dict_row).execute(sql, args).fetchall()
+        texts: dict[str, list[tuple[str, int]]] = {r["id"]: [(r["title"], 2)] for r in rows}
+        if rows:
+            for sid, content in conn.execute(_TEXTS, {"ids": list(texts)}).fetchall():
+                texts[sid].append((content, 1))
+        return [
+            Candidate(int(r["created_us"]), int(r["seq"]), tuple(texts[r["id"]]), r) for r in rows
+        ]
+
+    return fetch
+
+
+def _row(candidate: Candidate) -> dict[str, Any]:
+    assert isinstance(candidate.row, dict)
+    return candidate.row
 
 
 def _summary(r: dict[str, Any], count: int) -> SessionSummary:

@@ -10,6 +10,8 @@ from typing import Any
 
 from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
 
+from ._search_walk import Candidate, Fetch, recent_page, relevance_page
+
 # The creation time in microseconds since the epoch (milliseconds kept), as the index
 # idx_sessions_recent of migration 0007 has it: the same text, so that the planner uses it.
 CREATED_US = "(CAST(round((julianday(s.created_at) - 2440587.5) * 86400000.0) AS INTEGER) * 1000)"
@@ -68,6 +70,15 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
         where.append(f"{CREATED_US} < :until")
         params["until"] = query.until_us
     relevance = query.order == "relevance" and bool(query.words)
+    if query.words:  # common words: a bounded walk of the newest sessions first
+        fetch = _fetcher(conn, where, dict(params))
+        walked = (relevance_page if relevance else recent_page)(fetch, query, params["horizon"])
+        if walked is not None:
+            found, following = walked
+            ids = [_row(c)["id"] for c in found]
+            counts = _counts(conn, ids)
+            summaries = tuple(_summary(_row(c), counts.get(_row(c)["id"], 0)) for c in found)
+            return SessionPage(summaries, following)
     if query.after is not None:
         params.update(c=query.after.created_us, r=query.after.seq)
         newer = f"({CREATED_US}, s.rowid) < (:c, :r)"
@@ -104,6 +115,46 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
             params["horizon"],
         )
     return SessionPage(sessions, following)
+
+
+_TEXTS = """
+SELECT session_id,
+    COALESCE(json_extract(replace(body, '\\u0000', '\\u0020'), '$.message.content'), '')
+FROM items WHERE session_id IN (SELECT value FROM json_each(:ids))
+AND kind = 'message' AND role IN ('user', 'assistant') ORDER BY id
+"""
+
+
+def _fetcher(conn: sqlite3.Connection, where: list[str], params: dict[str, Any]) -> Fetch:
+    """The walk's reader: root sessions newest first with their titles and message texts."""
+
+    def fetch(after: tuple[int, int] | None, n: int) -> list[Candidate]:
+        clauses = list(where)
+        args = dict(params, n=n)
+        if after is not None:
+            clauses.append(f"({CREATED_US}, s.rowid) < (:wc, :wr)")
+            args.update(wc=after[0], wr=after[1])
+        sql = (
+            f"SELECT {_COLUMNS}, {CREATED_US} AS created_us"
+            f" FROM sessions s INDEXED BY idx_sessions_recent WHERE {' AND '.join(clauses)}"
+            f" ORDER BY {CREATED_US} DESC, s.rowid DESC LIMIT :n"
+        )
+        rows = conn.execute(sql, args).fetchall()
+        texts: dict[str, list[tuple[str, int]]] = {r["id"]: [(r["title"], 2)] for r in rows}
+        if rows:
+            found = conn.execute(_TEXTS, {"ids": json.dumps(list(texts))})
+            for sid, content in found:
+                texts[sid].append((content, 1))
+        return [
+            Candidate(int(r["created_us"]), int(r["seq"]), tuple(texts[r["id"]]), r) for r in rows
+        ]
+
+    return fetch
+
+
+def _row(candidate: Candidate) -> sqlite3.Row:
+    assert isinstance(candidate.row, sqlite3.Row)
+    return candidate.row
 
 
 def _counts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, int]:
