@@ -154,3 +154,44 @@ def test_event_envelope_errors(bad: Any) -> None:
 def test_datetimes_keep_their_instant() -> None:
     parsed: dt.datetime = parse("2026-03-01T12:00:00+02:00", dt.datetime)
     assert to_json(parsed) == "2026-03-01T10:00:00Z"
+
+
+# --- encode_json's msgspec path (decision 0037): the same bytes as json for flat objects ---
+
+
+def _json_bytes(data: object) -> bytes:
+    import json
+
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(data, separators=(",", ":")).encode()
+
+
+def test_encode_json_writes_json_s_bytes_for_flat_objects_of_every_character() -> None:
+    from greenroom.domain import encode_json
+
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    for body in (
+        {"type": "agent_choice", "content": text, "agent_name": "root"},
+        {"a": '\x00\x1f"\\\n\t\u2028é😀', "n": None, "t": True, "f": False},
+        {"big": 2**70, "neg": -(2**63) - 1, "zero": 0},
+        {"lone": "\ud800x"},  # UTF-8 cannot carry it: escaped, as before
+        {},
+    ):
+        assert encode_json(body) == _json_bytes(body)
+
+
+def test_encode_json_keeps_json_for_floats_and_nested_values() -> None:
+    from greenroom.domain import encode_json
+
+    for body in (
+        {"cost": 1e16},
+        {"cost": 5e-05},
+        {"cost": float("nan")},
+        {"usage": {"input_tokens": 3}},
+        {"items": [1, "x"]},
+        [1, 2],
+        {1: "int key"},
+    ):
+        assert encode_json(body) == _json_bytes(body)

@@ -21,7 +21,6 @@ more than ``max_uncommitted`` events are not committed yet (``wait_for_room``).
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import time
 
@@ -187,9 +186,12 @@ class EventLog:
             return
         seq = min(seq, self.last_seq)
         if self._subscribers:
-            first = self._ring[0].seq
-            fresh = itertools.islice(self._ring, self.committed + 1 - first, seq + 1 - first)
-            for entry in fresh:
+            # The fresh entries are the ring's newest: index them (a deque indexes from its
+            # nearer end) rather than skip the committed ones from the left, up to ``capacity``.
+            ring = self._ring
+            first = ring[0].seq
+            for index in range(self.committed + 1 - first, seq + 1 - first):
+                entry = ring[index]
                 for subscriber in list(self._subscribers):
                     if not subscriber.offer(entry):
                         self._subscribers.discard(subscriber)
