@@ -1,7 +1,7 @@
-"""What metrics cost per token (issue 24): run by hand.
+"""What metrics and spans cost per token (issue 24): run by hand.
 
     .venv/bin/python bench/metrics_cost.py [--sessions 10] [--turns 5] [--tokens 200]
-                                           [--store sqlite|memory]
+                                           [--store sqlite|memory] [--tracing]
 
 An in-process server (greenroom.testing: the real agent loop, event log and HTTP edge, a SQLite
 file as ``greenroom serve`` has by default, or the memory store, which counts every event it
@@ -11,6 +11,12 @@ cProfile gives the functions of ``prometheus_client`` and ``greenroom/observe/_m
 (every metric update and its call-site helpers) is divided by the token events: the metrics'
 CPU per token, an upper bound (profiling makes every small call dearer). Compare it with the
 server CPU per token of ``bench/side_by_side.py --scenarios x10`` (a separate server process).
+
+``--tracing`` turns traces on first (the OpenTelemetry SDK, a ``BatchSpanProcessor`` in front of
+an exporter that drops the spans, as ``bench/_traced_serve.py``) and reports the same for the
+tracing code: ``opentelemetry`` and ``greenroom/observe/_tracing.py``, ``_spans.py``,
+``_propagation.py`` (span creation, attributes, context, the processor's queue and its worker
+thread's batching; not OTLP encoding), with the spans made per turn by name.
 """
 
 from __future__ import annotations
@@ -19,12 +25,46 @@ import argparse
 import cProfile
 import pstats
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import trio
 
 from greenroom.testing import ScriptedAgent, StoreKind, open_greenroom
 
 METRICS_FILES = ("prometheus_client", "greenroom/observe/_metrics.py")
+TRACING_FILES = (
+    "opentelemetry",
+    "greenroom/observe/_tracing.py",
+    "greenroom/observe/_spans.py",
+    "greenroom/observe/_propagation.py",
+)
+
+
+class _Counted:
+    """Span names the exporter saw (filled by :func:`trace`)."""
+
+    names: dict[str, int] = {}
+
+
+def trace() -> Any:
+    """Tracing on, spans dropped at export; returns the provider (to flush at the end)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from greenroom.observe import install_provider
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            for one in spans:
+                name = one.name.split(" ")[0] if one.name.startswith("chat") else one.name
+                _Counted.names[name] = _Counted.names.get(name, 0) + 1
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    install_provider(provider)
+    return provider
 
 
 async def play(sessions: int, turns: int, tokens: int, store: StoreKind) -> int:
@@ -53,24 +93,37 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--tracing", action="store_true", help="traces on (spans dropped)")
     args = parser.parse_args()
+    provider = trace() if args.tracing else None
     profile = cProfile.Profile(time.process_time)
     start = time.process_time()
     profile.enable()
     tokens = trio.run(play, args.sessions, args.turns, args.tokens, args.store)
+    if provider is not None:
+        provider.force_flush(5000)  # the worker thread's batching is in the profile too
     profile.disable()
     cpu = time.process_time() - start
     stats = pstats.Stats(profile)
-    in_metrics = 0.0
-    calls = 0
-    for (filename, _, _), (_, ncalls, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if any(part in filename for part in METRICS_FILES):
-            in_metrics += tottime
-            calls += ncalls
     print(f"token events: {tokens} ({args.store})")
     print(f"process CPU (server and client, profiled): {cpu / tokens * 1e6:.1f} us per token")
-    print(f"metrics CPU (profiled): {in_metrics / tokens * 1e6:.2f} us per token,")
-    print(f"  {calls / tokens:.2f} calls per token, {in_metrics / cpu:.2%} of the process")
+    parts = [("metrics", METRICS_FILES)] + ([("tracing", TRACING_FILES)] if args.tracing else [])
+    for label, files in parts:
+        spent = 0.0
+        calls = 0
+        for (filename, _, _), (_, ncalls, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+            if any(part in filename for part in files):
+                spent += tottime
+                calls += ncalls
+        print(f"{label} CPU (profiled): {spent / tokens * 1e6:.2f} us per token,")
+        print(f"  {calls / tokens:.2f} calls per token, {spent / cpu:.2%} of the process")
+    if provider is not None:
+        turns = args.sessions * args.turns
+        total = sum(_Counted.names.values())
+        print(f"spans: {total} ({total / turns:.1f} per turn, {total / tokens:.3f} per token)")
+        for name, count in sorted(_Counted.names.items(), key=lambda item: -item[1]):
+            print(f"  {name}: {count / turns:.2f} per turn")
+        provider.shutdown()
 
 
 if __name__ == "__main__":
