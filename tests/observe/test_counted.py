@@ -5,11 +5,13 @@ and the subscribers of a session this cluster node does not own (served from its
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from greenroom.actors import RegistryConfig
 from greenroom.domain import Usage, Warning
 from greenroom.observe import Metrics, metrics, metrics_scope
 from greenroom.testing import ScriptedAgent, Tool, ToolCallContext, open_greenroom
@@ -74,30 +76,38 @@ class Stop(Exception):
 
 async def test_a_turn_cut_off_by_the_registry_closing_is_counted_cancelled() -> None:
     started = trio.Event()
+    release = threading.Event()
 
-    async def hang(ctx: ToolCallContext) -> str:
+    async def stuck(ctx: ToolCallContext) -> str:
         started.set()
-        await trio.sleep_forever()
-        return "never"
+        # A tool in a thread that does not give up on cancellation: the turn's own cancel
+        # cannot end it within the shutdown grace, so the registry's nursery cancels it.
+        await trio.to_thread.run_sync(release.wait)
+        return "late"
 
     agent = ScriptedAgent(
-        turns=[[{"tool_call": {"name": "hang", "arguments": {}}}], "Done."],
-        tools=[Tool("hang", hang)],
+        turns=[[{"tool_call": {"name": "stuck", "arguments": {}}}], "Done."],
+        tools=[Tool("stuck", stuck)],
     )
     counted: Metrics | None = None
     stopped = False
-    with trio.fail_after(slow(30)):  # real clock: a live server
+    config = RegistryConfig(shutdown_grace=0.05)
+    with trio.fail_after(slow(30)):  # real clock: a live server, a thread
         try:
-            async with open_greenroom(agent) as gr:
+            async with open_greenroom(agent, registry_config=config) as gr:
                 counted = metrics()  # the server's (open_greenroom made it current here)
                 sid = (await gr.client.create_session(title="t"))["id"]
-                await gr.client.run(sid, "hang")
+                await gr.client.run(sid, "go")
                 await started.wait()
-                # Leaving the block by an exception skips the graceful stop (cancel_turns):
-                # the registry closes with the turn running, cancelling it from outside.
+                # The thread lets go well after the grace (real clock).
+                threading.Timer(slow(0.5), release.set).start()
+                # Leaving the block by an exception skips the graceful stop (cancel_turns);
+                # the registry cancels the turn, waits its grace, then cancels the actors.
                 raise Stop
         except* Stop:
             stopped = True
+        finally:
+            release.set()
     assert stopped and counted is not None
     found = rendered(counted)
     assert value(found, "greenroom_turns_total", agent="root", outcome="cancelled") == 1
