@@ -17,6 +17,11 @@ an exporter that drops the spans, as ``bench/_traced_serve.py``) and reports the
 tracing code: ``opentelemetry`` and ``greenroom/observe/_tracing.py``, ``_spans.py``,
 ``_propagation.py`` (span creation, attributes, context, the processor's queue and its worker
 thread's batching; not OTLP encoding), with the spans made per turn by name.
+
+``--ab N`` measures instead, unprofiled, N pairs of whole runs in this one process with tracing
+on and off alternately (the order flipped every pair): process CPU per token of each, and the
+difference, which is what tracing costs (server and client share the process, so only the
+difference means something), plus the unprofiled cost of one span.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import trio
 
+from greenroom.client import ApiError
 from greenroom.testing import ScriptedAgent, StoreKind, open_greenroom
 
 METRICS_FILES = ("prometheus_client", "greenroom/observe/_metrics.py")
@@ -77,7 +83,14 @@ async def play(sessions: int, turns: int, tokens: int, store: StoreKind) -> int:
             sid = (await gr.client.create_session(title="bench"))["id"]
             async with gr.client.events(sid, 0) as events:
                 for _ in range(turns):
-                    await gr.client.run(sid, "go")
+                    while True:
+                        try:
+                            await gr.client.run(sid, "go")
+                            break
+                        except ApiError as exc:  # the last turn's end not settled yet
+                            if exc.status != 409:
+                                raise
+                            await trio.sleep(0.001)
                     seen = await events.until("stream_stopped")
                     delivered += sum(1 for e in seen if e.type == "agent_choice")
 
@@ -94,7 +107,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
     parser.add_argument("--tracing", action="store_true", help="traces on (spans dropped)")
+    parser.add_argument("--ab", type=int, default=0, help="N pairs, tracing on/off, unprofiled")
     args = parser.parse_args()
+    if args.ab:
+        ab(args)
+        return
     provider = trace() if args.tracing else None
     profile = cProfile.Profile(time.process_time)
     start = time.process_time()
@@ -124,6 +141,52 @@ def main() -> None:
         for name, count in sorted(_Counted.names.items(), key=lambda item: -item[1]):
             print(f"  {name}: {count / turns:.2f} per turn")
         provider.shutdown()
+
+
+def ab(args: argparse.Namespace) -> None:
+    import statistics
+
+    from greenroom.observe import span
+    from greenroom.observe._tracing import _state  # white-box: switch tracing per run
+
+    provider = trace()
+    tracer = _state.tracer
+    per: dict[bool, list[float]] = {True: [], False: []}
+    for pair in range(args.ab):
+        for on in (True, False) if pair % 2 else (False, True):
+            _state.tracer = tracer if on else None
+            start = time.process_time()
+            tokens = trio.run(play, args.sessions, args.turns, args.tokens, args.store)
+            if on:
+                provider.force_flush(5000)  # this run's spans batched and exported
+            per[on].append((time.process_time() - start) / tokens * 1e6)
+    _state.tracer = tracer
+    attributes = {"greenroom.store": "/tmp/x.sqlite3", "gen_ai.tool.name": "shell"}
+    rounds = 20_000
+    start = time.perf_counter()
+    for _ in range(rounds):
+        with span("store write", attributes):
+            pass
+    provider.force_flush(5000)
+    one_span = (time.perf_counter() - start) / rounds * 1e6
+    _state.tracer = None
+    start = time.perf_counter()
+    for _ in range(rounds):
+        with span("store write", attributes):
+            pass
+    noop = (time.perf_counter() - start) / rounds * 1e6
+    off, on = statistics.median(per[False]), statistics.median(per[True])
+    diffs = [b - a for a, b in zip(per[False], per[True], strict=True)]
+    print(
+        f"{args.ab} pairs of {args.sessions} sessions x {args.turns} turns x {args.tokens} tokens"
+    )
+    print(f"process CPU per token, tracing off: median {off:.1f} us {sorted(per[False])}")
+    print(f"process CPU per token, tracing on:  median {on:.1f} us {sorted(per[True])}")
+    print(f"on - off per pair: median {statistics.median(diffs):.1f} us per token")
+    print(
+        f"one span (2 attributes, batch processor, dropped): {one_span:.1f} us; off: {noop:.2f} us"
+    )
+    provider.shutdown()
 
 
 if __name__ == "__main__":
