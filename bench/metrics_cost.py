@@ -163,25 +163,25 @@ def ab(args: argparse.Namespace) -> None:
     _state.tracer = tracer
     attributes = {"greenroom.store": "/tmp/x.sqlite3", "gen_ai.tool.name": "shell"}
     rounds = 20_000
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(rounds):
         with span("store write", attributes):
             pass
     provider.force_flush(5000)
-    one_span = (time.perf_counter() - start) / rounds * 1e6
+    one_span = (time.process_time() - start) / rounds * 1e6
     _state.tracer = None
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(rounds):
         with span("store write", attributes):
             pass
-    noop = (time.perf_counter() - start) / rounds * 1e6
-    off, on = statistics.median(per[False]), statistics.median(per[True])
+    noop = (time.process_time() - start) / rounds * 1e6
+    off_cpu, on_cpu = statistics.median(per[False]), statistics.median(per[True])
     diffs = [b - a for a, b in zip(per[False], per[True], strict=True)]
     print(
         f"{args.ab} pairs of {args.sessions} sessions x {args.turns} turns x {args.tokens} tokens"
     )
-    print(f"process CPU per token, tracing off: median {off:.1f} us {sorted(per[False])}")
-    print(f"process CPU per token, tracing on:  median {on:.1f} us {sorted(per[True])}")
+    print(f"process CPU per token, tracing off: median {off_cpu:.1f} us {sorted(per[False])}")
+    print(f"process CPU per token, tracing on:  median {on_cpu:.1f} us {sorted(per[True])}")
     print(f"on - off per pair: median {statistics.median(diffs):.1f} us per token")
     print(
         f"one span (2 attributes, batch processor, dropped): {one_span:.1f} us; off: {noop:.2f} us"
