@@ -81,6 +81,15 @@ def summary(rows: list[dict[str, object]], variants: list[str]) -> None:
                 line += f"; / {variants[0]} per cycle: median {statistics.median(ratios):.3f},"
                 line += f" geometric mean {geo:.3f}"
             print(line)
+        on = {c: v for (n, c), v in by.items() if n == "sdk"}
+        off = {c: v for (n, c), v in by.items() if n == "off"}
+        paired = [on[c] / off[c] for c in on if c in off]
+        if paired:
+            geo = math.exp(statistics.fmean(math.log(r) for r in paired))
+            print(
+                f"x10 {label} sdk / off per cycle (tracing's cost): median "
+                f"{statistics.median(paired):.3f}, geometric mean {geo:.3f}, n={len(paired)}"
+            )
 
 
 def main() -> None:
