@@ -166,6 +166,8 @@ def greenroom(
     agents = write_greenroom_agents(workdir / "greenroom" / "agents", model_url, args.fanout_tokens)
     script = Path(sys.executable).with_name("greenroom")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "greenroom.cli"]
+    if args.tracing == "sdk":  # the SDK on, spans dropped at export (bench/_traced_serve.py)
+        command = [sys.executable, str(HERE / "_traced_serve.py")]
     command += ["serve", str(agents), "--port", "0", "--db", str(db), "--log-level", "warning"]
     command += ["--max-connections-per-client", "0"]  # the load generator is one address
     out = workdir / "greenroom.out"
@@ -497,6 +499,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario")
     parser.add_argument("--peers", type=Path, default=DEFAULT_PEERS, help="the peers' venv")
     parser.add_argument("--jsonl", type=Path, help="also append the JSON lines here")
+    parser.add_argument(
+        "--tracing",
+        choices=("off", "sdk"),
+        default="off",
+        help="greenroom's traces: off, or sdk (the OpenTelemetry SDK, a batch processor, an "
+        "exporter that drops the spans: bench/_traced_serve.py)",
+    )
     args = parser.parse_args()
     if not 1 <= args.rounds <= 10 or not 1 <= args.turns <= 1000:
         parser.error("--rounds must be in 1..10 and --turns in 1..1000")

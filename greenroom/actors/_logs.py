@@ -84,6 +84,12 @@ class EventLogs:
         slot = self._logs.get(session_id)
         return slot.log.subscriber_count if slot is not None else 0
 
+    def total_subscribers(self) -> int:
+        """Subscribers of every log on this node: sessions with a live actor or not (a deleted
+        session's log until its ``session_exited`` is committed)."""
+        live = sum(slot.log.subscriber_count for slot in self._logs.values())
+        return live + sum(log_.subscriber_count for log_ in self._draining.values())
+
     def pinned(self, session_id: str) -> bool:
         """Whether the log must outlive an idle actor: it has subscribers or a pump, or events
         not committed yet (a new log would claim a head behind them)."""

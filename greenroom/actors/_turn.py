@@ -139,6 +139,7 @@ async def _run_turn(
     io = ActorTurnIO(ctx, turn, runtime)
     tag_logs(turn_id=turn.turn_id)  # the turn task's lines (and its tool calls') name it
     started = time.monotonic()
+    counted = False
     try:
         with turn.scope:
             if announce_title:
@@ -155,9 +156,16 @@ async def _run_turn(
         if turn.scope.cancelled_caught:
             state, reason = "cancelled", turn.cancel_reason
         metrics().turn_ended(ctx.session.agent_name, state, time.monotonic() - started)
+        counted = True
         traced.set_attribute("greenroom.turn.state", state)
         await ctx.live.persist(shielded=True)
         await ctx.live.end_turn(turn.turn_id, state, reason, turn.run)
+    except BaseException as exc:
+        if not counted:  # cut off from outside its own scope (the registry closing): it ended
+            outcome = "failed" if isinstance(exc, Exception) else "cancelled"
+            metrics().turn_ended(ctx.session.agent_name, outcome, time.monotonic() - started)
+            traced.set_attribute("greenroom.turn.state", outcome)
+        raise
     finally:
         turn.settled.set()
         ctx.end_turn(turn)

@@ -32,7 +32,7 @@ from greenroom.domain import (
     Warning,
 )
 from greenroom.errors import ModelContextOverflow
-from greenroom.observe import metrics, model_call_span, record_model_response
+from greenroom.observe import metrics, model_call, model_call_span, record_model_response
 
 from ._prompt import since_summary
 from ._runtime import TurnIO
@@ -151,7 +151,10 @@ class _Call:
             thinking=False,  # a summary needs no reasoning budget (as titles)
         )
         model = self.model
-        with model_call_span(model.provider, model.model, purpose="compaction") as traced:
+        with (
+            model_call(model.provider, model.model) as call,  # counted and timed (metrics)
+            model_call_span(model.provider, model.model, purpose="compaction") as traced,
+        ):
             response = await self.provider.complete(request, _ignore)
             record_model_response(traced, response)
         usage = response.usage
@@ -163,6 +166,7 @@ class _Call:
             facts = facts_for(answered.provider, answered.model, answered.facts)
         cost = facts.cost(usage)
         self.cost = None if cost is None or self.cost is None else self.cost + cost
+        call.usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
         return response.content.strip()
 
 

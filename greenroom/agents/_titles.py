@@ -19,7 +19,7 @@ import attrs
 
 from greenroom.domain import ChatMessage, Usage
 from greenroom.errors import ModelError
-from greenroom.observe import model_call_span
+from greenroom.observe import ModelCall, model_call, model_call_span, record_model_response
 
 from ._runtime import PricedTitle
 from .providers._base import Delta, ModelConfig, ModelRequest, Provider
@@ -109,10 +109,14 @@ class ModelTitleGenerator:
                 if isinstance(provider, WritesTitles):
                     raw = await provider.title(texts)
                 else:
-                    with model_call_span(model.provider, model.model, purpose="title"):
+                    with (
+                        model_call(model.provider, model.model) as call,  # counted (metrics)
+                        model_call_span(model.provider, model.model, purpose="title") as traced,
+                    ):
                         response = await provider.complete(request, _ignore)
+                        record_model_response(traced, response)
                     raw = response.content
-                    spent = _spend(spent, response.answered_by or model, response.usage)
+                    spent = _spend(spent, response.answered_by or model, response.usage, call)
             except Exception as exc:
                 log.debug("title model %s failed: %s", model.ref, exc)
                 last = exc
@@ -124,8 +128,9 @@ class ModelTitleGenerator:
         raise last
 
 
-def _spend(spent: PricedTitle, model: ModelConfig, usage: Usage) -> PricedTitle:
+def _spend(spent: PricedTitle, model: ModelConfig, usage: Usage, call: ModelCall) -> PricedTitle:
     cost = facts_for(model.provider, model.model, model.facts).cost(usage)
+    call.usage(usage.input_tokens, usage.output_tokens, cost or 0.0)
     return PricedTitle(
         "",
         spent.input_tokens + usage.input_tokens,

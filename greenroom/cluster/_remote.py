@@ -69,6 +69,10 @@ class Mirrors:
         self._mark_stale(session_id)  # anything committed since the head was read
         return subscription
 
+    def total_subscribers(self) -> int:
+        """Subscribers of the mirrors: clients following here sessions another node owns."""
+        return sum(mirror.subscriber_count for mirror in self._mirrors.values())
+
     def local_commits(self, heads: Mapping[str, int]) -> None:
         """This node's own commits (the bus skips them): a mirror of a session this node has
         taken over since it was made reads them at once, not at the next poll."""

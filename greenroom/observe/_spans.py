@@ -197,15 +197,19 @@ def commit_span(
     store: str, jobs: int, events: int, links: Iterable[SpanContext | None]
 ) -> AbstractContextManager[Span]:
     """``store commit``: one group-commit transaction on the writer thread, a root span
-    linked to the ``store write`` spans whose writes it carries."""
+    linked to the ``store write`` spans whose writes it carries. A batch that carries no
+    traced write (only write-behind event rows, the bulk of a streaming turn's commits) has
+    no span: no trace could reach it, and a span per commit was most of tracing's cost."""
     if _state.tracer is None:
+        return NOOP_SPAN
+    found = [link for link in links if link is not None]
+    if not found:
         return NOOP_SPAN
     attributes = {
         "greenroom.store": store,
         "greenroom.batch.jobs": jobs,
         "greenroom.batch.events": events,
     }
-    found = [link for link in links if link is not None]
     return span("store commit", attributes, links=found)
 
 

@@ -45,13 +45,17 @@ def live_counts(ctx: Context) -> LiveCounts:
     """What is alive on this server now (read synchronously, at scrape time)."""
     registry = ctx.registry
     ids = registry.live_ids()
-    running = building = subscribers = follow_ups = 0
+    running = building = follow_ups = 0
     for session_id in ids:
         stats = registry.statistics(session_id)
         running += stats.state is StreamState.RUNNING
         building += stats.building
-        subscribers += stats.subscribers
         follow_ups += stats.queued_follow_ups
+    # Every log's subscribers, a live actor's or not, and a cluster node's mirrors' (clients
+    # following here a session another node owns).
+    subscribers = registry.logs.total_subscribers()
+    if ctx.mirrors is not None:
+        subscribers += ctx.mirrors.total_subscribers()
     membership = registry.persistence.membership
     cluster = membership is not None
     return LiveCounts(

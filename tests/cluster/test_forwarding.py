@@ -24,6 +24,7 @@ from greenroom.actors import Registry, RegistryConfig, open_registry
 from greenroom.cluster import ClusterConfig, ClusterNode
 from greenroom.domain import Session, Warning
 from greenroom.errors import GreenroomError, OwnedElsewhere
+from greenroom.observe import metrics_scope
 from greenroom.persistence import MemoryStore, Persistence
 from greenroom.serve import ServeConfig, hypercorn_config
 from greenroom.transport import AppConfig, Forwarder, ShieldedSend, create_app
@@ -51,7 +52,10 @@ async def serve_node(cluster: FakeCluster, node_id: str) -> AsyncIterator[Node]:
     await view.join()
     factory = FakeFactory(FakeRuntime(reply="hello from the owner"), sources=(AGENT,))
     persistence = cast(Persistence, view)
-    async with open_registry(persistence, factory, RegistryConfig()) as registry:
+    async with (
+        _own_metrics(),  # each node counts (and reads its gauges) apart, as a real server
+        open_registry(persistence, factory, RegistryConfig()) as registry,
+    ):
         node = ClusterNode(persistence, registry, ClusterConfig())
         forwarder = Forwarder(node, auth_token=TOKEN, connect_timeout=1.0, answer_timeout=10.0)
         app = create_app(
@@ -87,6 +91,12 @@ async def serve_node(cluster: FakeCluster, node_id: str) -> AsyncIterator[Node]:
                 stop.set()
                 nursery.cancel_scope.deadline = trio.current_time() + 10
         await forwarder.aclose()
+
+
+@asynccontextmanager
+async def _own_metrics() -> AsyncIterator[None]:
+    with metrics_scope():
+        yield
 
 
 @asynccontextmanager

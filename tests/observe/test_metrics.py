@@ -196,8 +196,11 @@ def test_a_cluster_node_says_which_node_it_is_and_whether_it_holds_its_lease() -
         statistics=stats.__getitem__,
         persistence=SimpleNamespace(membership=SimpleNamespace(node_id="node-1")),
         fenced=False,
+        logs=SimpleNamespace(total_subscribers=lambda: 2),
     )
-    ctx: Any = SimpleNamespace(registry=registry)
+    ctx: Any = SimpleNamespace(
+        registry=registry, mirrors=SimpleNamespace(total_subscribers=lambda: 1)
+    )
     metrics = Metrics()
     metrics.watch(lambda: live_counts(ctx))
     found = samples(metrics.render()[0].decode())
@@ -206,7 +209,7 @@ def test_a_cluster_node_says_which_node_it_is_and_whether_it_holds_its_lease() -
     assert value(found, "greenroom_cluster_owned_sessions") == 2
     assert value(found, "greenroom_running_turns") == 1
     assert value(found, "greenroom_building_runtimes") == 1
-    assert value(found, "greenroom_subscribers") == 2
+    assert value(found, "greenroom_subscribers") == 3  # its logs' 2 and its mirrors' 1
     assert value(found, "greenroom_queued_follow_ups") == 3
     registry.fenced = True  # read again at the next scrape, never kept in step by hand
     found = samples(metrics.render()[0].decode())

@@ -164,3 +164,20 @@ def test_the_switch_reads_the_standard_variables() -> None:
         "OTEL_TRACES_EXPORTER='zipkin' is not supported (otlp, console or none)"
     )
     assert tracing_problem({"OTEL_TRACES_EXPORTER": "zipkin", "OTEL_SDK_DISABLED": "true"}) == ""
+
+
+def test_a_commit_carrying_no_traced_write_has_no_span(spans: InMemorySpanExporter) -> None:
+    from greenroom.observe import commit_span, current_span_context, span
+
+    with commit_span("db", 0, 40, [None, None]):  # write-behind event rows only
+        pass
+    assert spans.get_finished_spans() == ()
+    with span("store write"):
+        link = current_span_context()
+    with commit_span("db", 1, 40, [None, link]):
+        pass
+    (write, commit) = spans.get_finished_spans()
+    assert write.name == "store write"
+    assert commit.name == "store commit" and commit.parent is None
+    assert link is not None and [k.context.span_id for k in commit.links] == [link.span_id]
+    assert commit.attributes is not None and commit.attributes["greenroom.batch.events"] == 40
