@@ -5,14 +5,15 @@ Runs on a read connection."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
+from greenroom.domain import SessionPage, SessionQuery, SessionSummary, parse_datetime
 
-from ._search_walk import Candidate, Fetch, recent_page, relevance_page
+from ._search_walk import Candidate, Fetch, page_of, recent_page, relevance_page
 
 Conn = psycopg.Connection[Any]
 
@@ -101,19 +102,8 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
         f" FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(limit)s"
     )
     rows = conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
-    page, more = rows[: query.limit], len(rows) > query.limit
-    counts = _counts(conn, [r["id"] for r in page])
-    sessions = tuple(_summary(r, counts.get(r["id"], 0)) for r in page)
-    following = None
-    if more and page:
-        last = page[-1]
-        following = PageKey(
-            float(last["score"]) if relevance else None,
-            int(last["created_us"]),
-            int(last["seq"]),
-            params["horizon"],
-        )
-    return SessionPage(sessions, following)
+    count_of = partial(_counts, conn)
+    return page_of(rows, query, relevance, params["horizon"], count_of, _summary)
 
 
 def _counts(conn: Conn, ids: list[str]) -> dict[str, int]:

@@ -20,10 +20,11 @@ few dozen sessions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
-from greenroom.domain import PageKey, SessionQuery
+from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary
 
 from ._memory_search import text_score as text_score
 
@@ -120,3 +121,25 @@ def relevance_page(
         score, last = page[-1]
         following = PageKey(score, last.created_us, last.seq, horizon)
     return [c for _, c in page], following
+
+
+def page_of(
+    rows: Sequence[Any],
+    query: SessionQuery,
+    relevance: bool,
+    horizon: int,
+    counts: Callable[[list[str]], dict[str, int]],
+    summary: Callable[[Any, int], SessionSummary],
+) -> SessionPage:
+    """A page from ``limit + 1`` rows of a store's search (``id``, ``score``, ``created_us``,
+    ``seq`` and the summary's columns): the first ``limit``, and the key after the last when
+    there are more."""
+    page, more = rows[: query.limit], len(rows) > query.limit
+    found = counts([r["id"] for r in page])
+    sessions = tuple(summary(r, found.get(r["id"], 0)) for r in page)
+    following = None
+    if more and page:
+        last = page[-1]
+        score = float(last["score"]) if relevance else None
+        following = PageKey(score, int(last["created_us"]), int(last["seq"]), horizon)
+    return SessionPage(sessions, following)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 from typing import Any
 
-from greenroom.domain import PageKey, SessionPage, SessionQuery, SessionSummary, parse_datetime
+from greenroom.domain import SessionPage, SessionQuery, SessionSummary, parse_datetime
 
-from ._search_walk import Candidate, Fetch, recent_page, relevance_page
+from ._search_walk import Candidate, Fetch, page_of, recent_page, relevance_page
 
 # The creation time in microseconds since the epoch (milliseconds kept), as the index
 # idx_sessions_recent of migration 0007 has it: the same text, so that the planner uses it.
@@ -102,19 +103,8 @@ def search_sessions(conn: sqlite3.Connection, query: SessionQuery) -> SessionPag
         f" FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
     )
     rows = conn.execute(sql, params).fetchall()
-    page, more = rows[: query.limit], len(rows) > query.limit
-    counts = _counts(conn, [r["id"] for r in page])
-    sessions = tuple(_summary(r, counts.get(r["id"], 0)) for r in page)
-    following = None
-    if more and page:
-        last = page[-1]
-        following = PageKey(
-            float(last["score"]) if relevance else None,
-            int(last["created_us"]),
-            int(last["seq"]),
-            params["horizon"],
-        )
-    return SessionPage(sessions, following)
+    count_of = partial(_counts, conn)
+    return page_of(rows, query, relevance, params["horizon"], count_of, _summary)
 
 
 _TEXTS = """
