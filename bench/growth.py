@@ -53,6 +53,7 @@ from _loadgen import Http, cpu_seconds, rss_bytes  # noqa: E402
 
 SOURCE = "growth"
 PG = "postgresql://postgres@127.0.0.1:5432"
+OPENING = 32  # connections being opened at once (the accept backlog is finite)
 FILLER = "The build passed; 3 files changed, 42 insertions(+), 7 deletions(-). Next step?"
 
 
@@ -174,11 +175,11 @@ async def prefill(db: Path, sizes: list[int]) -> dict[int, str]:
 
 
 async def history_turns(
-    url: str, pid: int, ids: dict[int, str], turns: int, tokens: int, timeout: float
+    url: str, pid: int, ids: dict[int, str], turns: int, tokens: int, limit_s: float
 ) -> dict[int, dict[str, float]]:
     client = _loadgen.Greenroom(url, SOURCE)
     out = {}
-    with trio.fail_after(timeout):
+    with trio.fail_after(limit_s):
         async with Http(url) as http:
             for size, session in ids.items():
                 await client.turn(http, session)  # warm-up: the actor loads the session
@@ -194,6 +195,30 @@ async def history_turns(
     return out
 
 
+def prompt_floor(size: int, repeats: int = 20) -> float:
+    """CPU ms to build one prompt of ``size`` history messages, in this process: the session's
+    prompt (``build_messages``), the token estimate, OpenAI's message shape and its JSON, i.e.
+    the per-turn work that must grow with the history."""
+    from greenroom.agents._config import AgentConfig
+    from greenroom.agents._prompt import build_messages
+    from greenroom.agents._tokens import estimate_tokens
+    from greenroom.agents.providers._openai_messages import to_openai_messages
+    from greenroom.domain import Message, Session
+
+    items = tuple(
+        Message.user(f"{n}: {FILLER}") if n % 2 == 0 else Message.assistant(FILLER)
+        for n in range(size)
+    )
+    session = Session.new(title="floor", items=items)
+    agent = AgentConfig(name="root", model="fake", instruction="Tell stories.")
+    cpu = time.process_time()
+    for _ in range(repeats):
+        messages = build_messages(session, agent)
+        estimate_tokens(messages)
+        json.dumps({"messages": to_openai_messages(messages)})
+    return (time.process_time() - cpu) / repeats * 1000
+
+
 def history(args: argparse.Namespace, workdir: Path) -> None:
     rounds: list[dict[int, dict[str, float]]] = []
     with fake_model(workdir) as model_url:
@@ -206,17 +231,30 @@ def history(args: argparse.Namespace, workdir: Path) -> None:
                 )
             rounds.append(found)
             print(f"round {r + 1}: {json.dumps(found)}  load {loadavg()}", flush=True)
+    floors = {size: statistics.median(prompt_floor(size) for _ in range(3)) for size in args.sizes}
     print(f"\n{args.turns} turns of {args.tokens} tokens per size per round, median of rounds")
-    print("| prior messages | server CPU ms/turn (median) | runs | wall ms/turn |")
-    print("|---:|---:|---|---:|")
-    medians = []
+    print(
+        "| prior messages | server CPU ms/turn (median) | runs | prompt alone ms "
+        "| turn minus prompt ms | wall ms/turn |"
+    )
+    print("|---:|---:|---|---:|---:|---:|")
+    medians, rest = [], []
     for size in args.sizes:
         cpus = [r[size]["cpu_ms"] for r in rounds]
         medians.append(statistics.median(cpus))
+        rest.append(medians[-1] - floors[size])
         wall = statistics.median(r[size]["wall_ms"] for r in rounds)
         runs = ", ".join(f"{c:.1f}" for c in cpus)
-        print(f"| {size:,} | {medians[-1]:.1f} | {runs} | {wall:.1f} |")
+        print(
+            f"| {size:,} | {medians[-1]:.1f} | {runs} | {floors[size]:.2f} | {rest[-1]:.1f} "
+            f"| {wall:.1f} |"
+        )
     print(f"slope log(CPU/turn) vs log(messages): {slope(args.sizes, medians):.2f}")
+    print(
+        f"slope log(prompt alone) vs log(messages): {slope(args.sizes, list(floors.values())):.2f}"
+    )
+    if min(rest) > 0:
+        print(f"slope log(turn minus prompt) vs log(messages): {slope(args.sizes, rest):.2f}")
     upper = [s for s in args.sizes if s >= 1000]
     if len(upper) >= 2:
         tail = medians[-len(upper) :]
@@ -231,7 +269,7 @@ def live(args: argparse.Namespace, workdir: Path) -> None:
     rows = []
     with fake_model(workdir) as model_url:
         for n in args.sessions:
-            for r in range(args.rounds):
+            for _ in range(args.rounds):
                 with (
                     database(args.backend, workdir) as db,
                     server(workdir, db, model_url, args.tokens) as (pid, url),
@@ -263,9 +301,13 @@ def live(args: argparse.Namespace, workdir: Path) -> None:
                 }
                 rows.append(row)
                 print(json.dumps(row), f"load {loadavg()}", flush=True)
-    print(f"\n{args.backend}: {args.turns} turns of {args.tokens} tokens per session after a warm-up")
-    print("| live sessions | turns/s | TTFT p50 ms | TTFT p99 ms | CPU ms/turn | RSS MB "
-          "| RSS KB per live session | errors |")
+    print(
+        f"\n{args.backend}: {args.turns} turns of {args.tokens} tokens per session after a warm-up"
+    )
+    print(
+        "| live sessions | turns/s | TTFT p50 ms | TTFT p99 ms | CPU ms/turn | RSS MB "
+        "| RSS KB per live session | errors |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     sizes, cpu = [], []
     for n in args.sessions:
@@ -289,10 +331,10 @@ def live(args: argparse.Namespace, workdir: Path) -> None:
 
 
 async def hold_idle(
-    url: str, pid: int, kind: str, count: int, rest: float, timeout: float
+    url: str, pid: int, kind: str, count: int, rest: float, limit_s: float
 ) -> dict[str, float]:
     """Open ``count`` idle connections of ``kind``; RSS and CPU of the server at rest."""
-    with trio.fail_after(timeout):
+    with trio.fail_after(limit_s):
         return await _hold_idle(url, pid, kind, count, rest)
 
 
@@ -310,12 +352,18 @@ async def _hold_idle(url: str, pid: int, kind: str, count: int, rest: float) -> 
     await trio.sleep(0.5)
     before = rss_bytes(pid)
 
+    opening = trio.Semaphore(OPENING)
+
     async def one(n: int) -> None:
         nonlocal opened
+        await opening.acquire()  # released once this connection is open (or has failed)
+        held = True
         try:
             if kind == "ws":
                 ws_url = url.replace("http://", "ws://", 1) + "/api/ws"
                 async with open_websocket_url(ws_url):
+                    opening.release()
+                    held = False
                     opened += 1
                     if opened == count:
                         all_open.set()
@@ -327,12 +375,16 @@ async def _hold_idle(url: str, pid: int, kind: str, count: int, rest: float) -> 
                     )
                     async for _ in pieces:  # the first bytes: the stream is open
                         break
+                    opening.release()
+                    held = False
                     opened += 1
                     if opened == count:
                         all_open.set()
                     await release.wait()
         except Exception as exc:  # recorded; counted as not opened
             failures.append(f"{type(exc).__name__}: {exc}")
+            if held:
+                opening.release()
             if len(failures) + opened == count:
                 all_open.set()
 
@@ -340,8 +392,6 @@ async def _hold_idle(url: str, pid: int, kind: str, count: int, rest: float) -> 
     async with trio.open_nursery() as nursery:
         for n in range(count):
             nursery.start_soon(one, n)
-            if n % 50 == 49:
-                await trio.sleep(0.01)  # pace the handshakes (the accept backlog)
         await all_open.wait()
         await trio.sleep(1.0)
         during = rss_bytes(pid)
@@ -369,7 +419,7 @@ def idle(args: argparse.Namespace, workdir: Path) -> None:
     with fake_model(workdir) as model_url:
         for kind in ("ws", "sse"):
             for n in args.connections:
-                if 2 * n + 200 > limit:
+                if n + 200 > limit:  # client and server each hold n descriptors
                     print(f"skip {kind} x{n}: fd limit {limit}")
                     continue
                 for _ in range(args.rounds):
@@ -381,8 +431,10 @@ def idle(args: argparse.Namespace, workdir: Path) -> None:
                     rows.append({"kind": kind, "n": n, **found})
                     print(json.dumps(rows[-1]), f"load {loadavg()}", flush=True)
     print(f"\nidle connections, {args.rest:.0f} s at rest, median of {args.rounds} rounds")
-    print("| kind | connections | opened | RSS KB each | server RSS MB | CPU % at rest "
-          "| CPU µs/s each |")
+    print(
+        "| kind | connections | opened | RSS KB each | server RSS MB | CPU % at rest "
+        "| CPU µs/s each |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for kind in ("ws", "sse"):
         for n in args.connections:
@@ -426,7 +478,10 @@ async def stored_probe(url: str, sessions: int, repeats: int) -> dict[str, list[
                 break
             samples["open"].append((time.perf_counter() - started) * 1000)
             await http.close()  # leave the stream
-            for key, path in (("list", "/api/sessions?limit=50"), ("search", "/api/sessions?q=okapi&limit=50")):
+            for key, path in (
+                ("list", "/api/sessions?limit=50"),
+                ("search", "/api/sessions?q=okapi&limit=50"),
+            ):
                 started = time.perf_counter()
                 page = await http.json("GET", path)
                 samples[key].append((time.perf_counter() - started) * 1000)
@@ -446,9 +501,12 @@ def stored(args: argparse.Namespace, workdir: Path) -> None:
                 found = trio.run(stored_probe, url, args.stored, args.repeats)
             for key, values in found.items():
                 all_samples.setdefault(key, []).extend(values)
-            print(f"round {r + 1}: " + ", ".join(
-                f"{k} {statistics.median(v):.1f} ms" for k, v in found.items() if v
-            ), f"load {loadavg()}", flush=True)
+            print(
+                f"round {r + 1}: "
+                + ", ".join(f"{k} {statistics.median(v):.1f} ms" for k, v in found.items() if v),
+                f"load {loadavg()}",
+                flush=True,
+            )
     print(f"\n{args.stored:,} stored sessions, {args.rounds} cold servers x {args.repeats}")
     print("| operation | median ms | p90 ms | worst ms |")
     print("|---|---:|---:|---:|")
