@@ -314,7 +314,7 @@ def live(args: argparse.Namespace, workdir: Path) -> None:
         mine = [row for row in rows if row["sessions"] == n]
 
         def med(key: str, mine: list[dict[str, Any]] = mine) -> float:
-            return statistics.median(row[key] for row in mine)
+            return float(statistics.median(row[key] for row in mine))
 
         sizes.append(n)
         cpu.append(med("cpu_ms_turn"))
