@@ -110,6 +110,9 @@ def server(workdir: Path, db: str, model_url: str, tokens: int) -> Iterator[tupl
     command = [str(script)] if script.exists() else [sys.executable, "-m", "greenroom.cli"]
     command += ["serve", str(agents), "--port", "0", "--db", db, "--log-level", "warning"]
     command += ["--max-connections-per-client", "0"]
+    # A session waits at the start barrier until every other one is warmed up (seconds with
+    # 1,000): its keep-alive connection must outlive that (the default 5 s closes it).
+    command += ["--keep-alive-timeout", "600"]
     profile = os.environ.get("GROWTH_PYSPY")  # a path: record the server with py-spy
     if profile:
         spy = Path(sys.executable).with_name("py-spy")
