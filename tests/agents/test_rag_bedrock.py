@@ -39,6 +39,7 @@ ENV = {
 }
 TITAN = "amazon.titan-embed-text-v2:0"
 COHERE = "cohere.embed-english-v3"
+COHERE_V4 = "us.cohere.embed-v4:0"  # a cross-region inference profile
 
 
 class FakeBedrockEmbeddings(FakeBedrock):
@@ -66,10 +67,15 @@ class FakeBedrockEmbeddings(FakeBedrock):
             assert record.json["dimensions"] == 9 and record.json["normalize"] is True
             self.inputs.append(record.json["inputText"])
             body = {"embedding": embed(record.json["inputText"]), "inputTextTokenCount": 3}
-        elif model == COHERE:
+        elif model in (COHERE, COHERE_V4):
             self.inputs.extend(record.json["texts"])
             self.input_types.append(record.json["input_type"])
-            body = {"embeddings": [embed(t) for t in record.json["texts"]], "id": "x"}
+            vectors = [embed(t) for t in record.json["texts"]]
+            body = {"embeddings": vectors, "id": "x"}
+            if model == COHERE_V4:  # asked for floats of 9 dimensions, answered by type
+                assert record.json["output_dimension"] == 9
+                assert record.json["embedding_types"] == ["float"]
+                body = {"embeddings": {"float": vectors}, "id": "x"}
         else:
             return error_reply(400, "ValidationException", f"no model {model}")
         # the delay lets Titan's one-text calls overlap (what most_in_flight bounds)
@@ -121,11 +127,12 @@ async def test_titan_embeds_each_text_signed_within_the_concurrency(
     assert 1 <= fake.most_in_flight <= 2
 
 
+@pytest.mark.parametrize("model", [COHERE, COHERE_V4])
 async def test_cohere_embeds_documents_and_the_query_as_such(
-    tmp_path: Path, fake: FakeBedrockEmbeddings
+    tmp_path: Path, fake: FakeBedrockEmbeddings, model: str
 ) -> None:
     docs = write_docs(tmp_path)
-    path = bedrock_agent(tmp_path, fake.url, COHERE)
+    path = bedrock_agent(tmp_path, fake.url, model)
     with trio.fail_after(DEADLINE):
         paths = await search(tmp_path, path, "kettle tea")
     assert paths == [str(docs / "kettle.txt")]
