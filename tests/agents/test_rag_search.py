@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,6 @@ from greenroom.agents import LocalRuntime, ToolContext, load_agent_file
 from greenroom.agents._rag_config import RagSource
 from greenroom.agents.providers import make_provider
 from greenroom.agents.providers._base import ModelConfig
-from greenroom.agents.tools import default_tools_for
 from greenroom.agents.tools._rag import RagSearch
 from greenroom.domain import RawEvent, ToolCallResponse, Warning
 from tests.agents.fake_openai import (
@@ -99,8 +98,8 @@ def agent_file(root: Path, chat: str, embeddings: str, extra: str = "") -> Path:
     return path
 
 
-def context(root: Path, host: Any = None) -> ToolContext:
-    return ToolContext(working_dir=root, data_dir=root / "data", env=ENV, host=host)
+def context(root: Path, host: Any = None, env: Mapping[str, str] = ENV) -> ToolContext:
+    return ToolContext(working_dir=root, data_dir=root / "data", env=env, host=host)
 
 
 def source_of(path: Path) -> RagSource:
@@ -234,23 +233,6 @@ async def test_background_indexing_reports_its_progress(tmp_path: Path) -> None:
         ("rag_indexing_completed", None),
     ]
     assert len(embeddings.inputs) == 3  # indexed once; the second runtime found it up to date
-
-
-async def test_an_embedding_model_without_an_embeddings_api_is_refused_at_build(
-    tmp_path: Path,
-) -> None:
-    write_docs(tmp_path)
-    path = agent_file(tmp_path, "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1")
-    path.write_text(
-        path.read_text().replace("embedding_model: embedder", "embedding_model: anthropic/claude")
-    )
-
-    tools = default_tools_for(load_agent_file(path).agents["root"], context(tmp_path))
-    assert tools.tools == {}
-    (warning,) = tools.warnings
-    assert "provider 'anthropic' has no embeddings API in greenroom" in warning
-    assert "or google" in warning
-    await trio.lowlevel.checkpoint()
 
 
 async def test_hybrid_results_are_fused_then_reranked_by_a_chat_model(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ TOKEN_VAR = "AWS_BEARER_TOKEN_BEDROCK"
 DEFAULT_REGION = "us-east-1"
 SERVICE = "bedrock"
 DEFAULT_IDLE = 300.0
+EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 CredentialChain = Callable[[str], ReadOnlyCredentials | None]
 """Resolves AWS credentials for a profile ("" = the default); blocking, run in a thread."""
@@ -137,7 +138,12 @@ class BedrockProvider:
         self._env = env
         self._chain = chain
 
-    async def _auth(self, ref: str) -> _Auth:
+    async def auth(self, ref: str) -> _Auth:
+        """The bearer token or AWS credentials to call with (also RAG's embeddings).
+
+        Raises:
+            ModelKeyMissing: neither a Bedrock API key nor AWS credentials.
+        """
         env = self._env
         token = env.get(self.token_var, "").strip()
         if token:
@@ -163,11 +169,11 @@ class BedrockProvider:
     def url(self, model: str) -> str:
         return f"{self.endpoint}/model/{quote(model, safe='')}/converse-stream"
 
-    def _headers(self, auth: _Auth, url: str, body: bytes) -> dict[str, str]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/vnd.amazon.eventstream",
-        }
+    def headers(
+        self, auth: _Auth, url: str, body: bytes, *, accept: str = EVENT_STREAM
+    ) -> dict[str, str]:
+        """The headers of a JSON ``POST url``: a bearer token, or signed with SigV4."""
+        headers = {"content-type": "application/json", "accept": accept}
         if auth.bearer:
             return {**headers, "authorization": f"Bearer {auth.bearer}"}
         signed = AWSRequest(method="POST", url=url, data=body, headers=headers)
@@ -185,7 +191,7 @@ class BedrockProvider:
             ModelError: any other failure (HTTP status, exception event, connection).
         """
         ref = request.model.ref
-        auth = await self._auth(ref)
+        auth = await self.auth(ref)
         async with lease(self._clients, lambda c: c.http(self.endpoint)) as client:
             backoff = for_request(self.backoff, request.retries, request.retry_rate_limited)
             return await with_retries(
@@ -237,7 +243,7 @@ class BedrockProvider:
         url = self.url(request.model.model)
         body = self._body(request)
         http = client.build_request(
-            "POST", url, content=body, headers=self._headers(auth, url, body)
+            "POST", url, content=body, headers=self.headers(auth, url, body)
         )
         state = _State(StreamAssembly(on_delta), ref)
         state.asm.model = request.model.model

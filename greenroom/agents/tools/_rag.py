@@ -93,7 +93,12 @@ class Strategy:
         self.embedder: Embedder | None = None
         self.summarizer: ChatModel | None = None
         if config.embedding_model is not None:
-            self.embedder = Embedder(config.embedding_model, ctx.env, config.vector_dimensions)
+            self.embedder = Embedder(
+                config.embedding_model,
+                ctx.env,
+                config.vector_dimensions,
+                concurrency=config.max_embedding_concurrency,
+            )
         if config.chat_model is not None:
             self.summarizer = ChatModel(config.chat_model, ctx.env, source.agent_file)
         build = {
@@ -224,7 +229,7 @@ class Strategy:
                 self._tokenized = (key, [tokens(row[2]) for row in rows])
             scores = bm25_scores(text, self._tokenized[1], self.config.k1, self.config.b)
         else:
-            (vector,) = await self.embedder.embed([text])
+            (vector,) = await self.embedder.embed([text], query=True)
             query = unpack(pack(vector))
             scores = await trio.to_thread.run_sync(
                 lambda: [cosine(query, unpack(row[3])) if row[3] else 0.0 for row in rows]

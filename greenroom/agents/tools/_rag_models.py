@@ -6,9 +6,11 @@ providers: ``POST {base_url}/embeddings`` (the model's ``base_url``, its vendor'
 ``OPENAI_BASE_URL``, OpenAI's API; the key from ``token_key`` or the vendor's variable).
 ``google``: Gemini's ``POST {base}/v1beta/models/{model}:batchEmbedContents`` with
 ``outputDimensionality`` (``base_url``, ``GOOGLE_GEMINI_BASE_URL`` or Google's; the key from
-``token_key``, ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``; not Vertex AI). Other APIs (Anthropic,
-Bedrock) are refused when the toolset is built, naming the provider. Chat calls use the
-model's provider, whatever its API.
+``token_key``, ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``; not Vertex AI). ``amazon-bedrock``:
+Titan Text Embeddings and Cohere Embed through ``InvokeModel``, signed as the Bedrock chat
+provider signs (``_rag_bedrock``, loaded only then). Anthropic has no embeddings API: it is
+refused when the toolset is built, naming the provider. Chat calls use the model's provider,
+whatever its API.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -31,6 +33,9 @@ from ..providers._keys import read_key
 from ..providers._openai_provider import BASE_URL_VAR, DEFAULT_BASE_URL, DEFAULT_KEY_VAR
 from ._base import ToolsetError
 from ._rag_index import Hit
+
+if TYPE_CHECKING:
+    from ._rag_bedrock import BedrockEmbeddings
 
 REQUEST_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 GOOGLE_KEY_VARS = ("GOOGLE_API_KEY", "GEMINI_API_KEY")  # the Google provider's order
@@ -45,13 +50,21 @@ class EmbeddingError(Exception):
 class Embedder:
     """Embeds texts with one model; see the module docstring for the endpoint and key."""
 
-    def __init__(self, model: ModelConfig, env: Mapping[str, str], dimensions: int) -> None:
+    def __init__(
+        self, model: ModelConfig, env: Mapping[str, str], dimensions: int, *, concurrency: int = 3
+    ) -> None:
         self.model = model
         self.env = env
         self.dimensions = dimensions
         self.api = api_of(model)
+        self.bedrock: BedrockEmbeddings | None = None
         vendor = VENDORS.get(model.provider)
-        if self.api == "google":
+        if self.api == "bedrock":
+            from ._rag_bedrock import BedrockEmbeddings  # botocore: only for a Bedrock model
+
+            self.bedrock = BedrockEmbeddings(model, env, dimensions, concurrency=concurrency)
+            base_url = self.bedrock.endpoint
+        elif self.api == "google":
             base_url = model.base_url or env.get(GOOGLE_BASE_URL_VAR, "").strip()
             self.key_vars: tuple[str, ...] = (
                 (model.token_key,) if model.token_key else GOOGLE_KEY_VARS
@@ -73,8 +86,8 @@ class Embedder:
         else:
             raise ToolsetError(
                 f"embedding model {model.ref}: provider {model.provider!r} has no embeddings "
-                "API in greenroom; use an OpenAI-compatible provider (openai, dmr, a custom "
-                "provider with base_url) or google"
+                "API; use an embedding model of an OpenAI-compatible provider (openai, dmr, a "
+                "custom provider with base_url), google or amazon-bedrock"
             )
         try:
             self.base_url = expand_env(base_url, env).rstrip("/")
@@ -117,14 +130,35 @@ class Embedder:
         data = sorted(payload["data"], key=lambda d: int(d.get("index", 0)))
         return [[float(x) for x in item["embedding"]] for item in data]
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order.
+    async def embed(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        """One vector per text, in order; ``query``: the texts are search queries (Cohere on
+        Bedrock embeds them as such), not documents.
 
         Raises:
             EmbeddingError: no key, the endpoint is unreachable or answers an error, or the
                 vectors are not ``dimensions`` long.
         """
+        if self.bedrock is not None:
+            from ._rag_bedrock import BedrockEmbeddingError
+
+            try:
+                vectors = await self.bedrock.embed(texts, query=query)
+            except BedrockEmbeddingError as exc:
+                raise EmbeddingError(str(exc)) from None
+        else:
+            vectors = await self._post(texts)
         ref = self.model.ref
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"asked {len(texts)} embeddings of {ref}, got {len(vectors)}")
+        for vector in vectors:
+            if len(vector) != self.dimensions:
+                raise EmbeddingError(
+                    f"{ref} returned vectors of {len(vector)} dimensions; "
+                    f"vector_dimensions is {self.dimensions}"
+                )
+        return vectors
+
+    async def _post(self, texts: Sequence[str]) -> list[list[float]]:
         url, body, headers = self._request(texts, self._key())
         try:
             async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT) as client:
@@ -140,20 +174,11 @@ class Embedder:
                 f"{response.text[:300]}"
             )
         try:
-            vectors = self._vectors(response.json())
+            return self._vectors(response.json())
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(
                 f"embedding endpoint {url} answered no embeddings: {exc}"
             ) from None
-        if len(vectors) != len(texts):
-            raise EmbeddingError(f"asked {len(texts)} embeddings of {ref}, got {len(vectors)}")
-        for vector in vectors:
-            if len(vector) != self.dimensions:
-                raise EmbeddingError(
-                    f"{ref} returned vectors of {len(vector)} dimensions; "
-                    f"vector_dimensions is {self.dimensions}"
-                )
-        return vectors
 
 
 async def _ignore(_: Delta) -> None:
