@@ -13,7 +13,8 @@ read), so a changed file is found by the next search. A search is bounded by
 :data:`SEARCH_TIMEOUT`; an unreachable embedding endpoint is an error result, not a stuck turn.
 
 Strategies: ``bm25`` (Okapi BM25 over the chunks' words), ``chunked-embeddings`` (each chunk
-embedded; exact cosine similarity in Python) and ``semantic-embeddings`` (a chat model
+embedded; cosine similarity, the nearest found by sqlite-vec and scored exactly, or an
+exact scan in Python where sqlite-vec cannot be loaded) and ``semantic-embeddings`` (a chat model
 summarizes each chunk, the summary is embedded, the chunk is returned). Several strategies
 are fused (``results.fusion``), optionally reranked by a chat model, limited, deduplicated.
 With ``chunking.code_aware`` Go and Python files are cut at their functions (``_rag_code.py``)
@@ -221,16 +222,19 @@ class Strategy:
         return out
 
     async def query(self, text: str) -> list[Hit]:
-        rows = await trio.to_thread.run_sync(self.store.chunks)
         limit, threshold = self.config.limit, self.config.threshold
         if self.embedder is None:
+            rows = await trio.to_thread.run_sync(self.store.chunks)
             key = hash(tuple(row[2] for row in rows))
             if self._tokenized is None or self._tokenized[0] != key:
                 self._tokenized = (key, [tokens(row[2]) for row in rows])
             scores = bm25_scores(text, self._tokenized[1], self.config.k1, self.config.b)
         else:
             (vector,) = await self.embedder.embed([text], query=True)
-            query = unpack(pack(vector))
+            packed = pack(vector)
+            query = unpack(packed)
+            found = await trio.to_thread.run_sync(self.store.nearest, packed, limit)
+            rows = found if found is not None else await trio.to_thread.run_sync(self.store.chunks)
             scores = await trio.to_thread.run_sync(
                 lambda: [cosine(query, unpack(row[3])) if row[3] else 0.0 for row in rows]
             )

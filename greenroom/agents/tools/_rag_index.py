@@ -6,12 +6,17 @@ runtimes indexing the same file leave it whole. A file is re-read only when its 
 mtime changed, and re-indexed only when its SHA-256 changed. The ``meta`` row holds what the
 index was built with (strategy, model, dimensions, chunking): when that changes the index is
 emptied and built again.
+
+Vector search runs in SQLite with the ``sqlite-vec`` extension (``vec_distance_cosine`` over
+the stored blobs, see :meth:`IndexStore.nearest`) when it loads, else by the exact scan in
+Python; both give the same hits in the same order (decision 0033).
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+import logging
 import math
 import os
 import re
@@ -25,6 +30,8 @@ import attrs
 import pathspec
 
 from .._rag_config import RagChunking
+
+log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Bigger files are left out of an index (logged), as are files that look binary."""
@@ -220,6 +227,48 @@ def cosine(query: array[float], vector: array[float]) -> float:
     return math.fsum(a * b for a, b in zip(query, vector, strict=False))
 
 
+_vec_unavailable = False
+"""Set when sqlite-vec could not be loaded once (logged then): not tried again."""
+
+
+def load_vec(db: sqlite3.Connection) -> bool:
+    """Load sqlite-vec into ``db`` (imported on first use); False when it cannot be (no
+    wheel for the platform, or a Python whose ``sqlite3`` cannot load extensions), logged
+    once. Extension loading is switched off again at once, so SQL cannot load others."""
+    global _vec_unavailable
+    if _vec_unavailable:
+        return False
+    try:
+        import sqlite_vec  # type: ignore[import-untyped]  # no stubs or py.typed
+
+        db.enable_load_extension(True)
+        try:
+            sqlite_vec.load(db)
+        finally:
+            db.enable_load_extension(False)
+    except (ImportError, AttributeError, OSError, sqlite3.Error) as exc:
+        _vec_unavailable = True
+        log.warning("sqlite-vec unavailable (%s): RAG vectors are searched in Python", exc)
+        return False
+    return True
+
+
+def vec_slack(dimensions: int) -> float:
+    """A bound on how far sqlite-vec's float32 cosine distance may be from the exact one
+    (twice n times float32's unit roundoff, times four for the norms and the division)."""
+    return 8.0 * max(dimensions, 1) * 2.0**-24
+
+
+_NEAREST = """
+SELECT d FROM (SELECT vec_distance_cosine(vector, ?) AS d FROM chunks WHERE vector IS NOT NULL)
+WHERE d IS NOT NULL ORDER BY d LIMIT 1 OFFSET ?
+"""
+_WITHIN = """
+SELECT path, idx, content, vector FROM chunks
+WHERE vector IS NOT NULL AND vec_distance_cosine(vector, ?) <= ? ORDER BY path, idx
+"""
+
+
 # --- the store -----------------------------------------------------------------------------------
 
 
@@ -296,6 +345,29 @@ class IndexStore:
             return list(
                 db.execute("SELECT path, idx, content, vector FROM chunks ORDER BY path, idx")
             )
+
+    def nearest(self, query: bytes, k: int) -> list[tuple[str, int, str, bytes | None]] | None:
+        """The chunks that may be among the ``k`` nearest to ``query`` (packed by :func:`pack`
+        vector), found by sqlite-vec: those within :func:`vec_slack` of the k-th smallest
+        distance, in the order of :meth:`chunks`. The caller scores them exactly, so the hits
+        are those of an exact scan of :meth:`chunks`. None: sqlite-vec is unavailable or
+        refused the vectors (the caller then scans every chunk)."""
+        with self._db() as db:
+            if k < 1 or not load_vec(db):
+                return None
+            try:
+                kth = db.execute(_NEAREST, (query, k - 1)).fetchone()
+                if kth is None:  # fewer than k chunks with a distance: all of them
+                    return list(
+                        db.execute(
+                            "SELECT path, idx, content, vector FROM chunks ORDER BY path, idx"
+                        )
+                    )
+                cutoff = float(kth[0]) + vec_slack(len(query) // 4)
+                return list(db.execute(_WITHIN, (query, cutoff)))
+            except sqlite3.OperationalError as exc:  # e.g. vectors of another length
+                log.warning("sqlite-vec search failed (%s): searching in Python", exc)
+                return None
 
     def count(self) -> int:
         with self._db() as db:
