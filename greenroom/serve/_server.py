@@ -106,12 +106,18 @@ async def _serve_loaded(
     http_config = hypercorn_config(cfg)
     http_config.bind_now()
     traced = setup_tracing(cfg.node_id or socket.gethostname(), flag=cfg.otel)
+    failed: GreenroomError | None = None
     try:
         async with trio.open_nursery() as nursery:
             if cfg.pull_interval > 0:  # remote sources refetched in the background
                 nursery.start_soon(remote.refresh_forever, cfg.pull_interval)
-            await _serve_bound(cfg, sources, http_config, embedded, task_status)
+            try:
+                await _serve_bound(cfg, sources, http_config, embedded, task_status)
+            except GreenroomError as exc:  # e.g. the database in use: raised as itself below,
+                failed = exc  # not inside the nursery's exception group
             nursery.cancel_scope.cancel(reason="server stopped")
+        if failed is not None:
+            raise failed
     finally:
         http_config.release()  # no-op once hypercorn took the sockets
         if traced:  # the last spans are exported (bounded) before the process ends
