@@ -67,6 +67,7 @@ def rarest_first(conn: Conn, words: tuple[str, ...]) -> tuple[str, ...]:
 
     return tuple(sorted(words, key=share))
 
+
 _COLUMNS = (
     "s.inserted AS seq, s.session_id AS id, s.title, s.created_at, s.input_tokens,"
     " s.output_tokens, s.working_dir, s.starred, s.agent_file, s.agent_name, s.created_us"
