@@ -27,6 +27,47 @@ hits(sid, rank) AS (
 ), ranked AS (SELECT sid, (-MAX(rank))::float8 AS score FROM hits GROUP BY sid)
 """
 
+# Several words: GIN finds the rarest word's rows only (MATERIALIZED keeps the planner from
+# ANDing in a common prefix's whole posting list); the other words are checked on each row's
+# tsvector. Ranked by the rarest word.
+_MATCHES_RARE = """
+WITH q AS (SELECT to_tsquery('simple', %(match)s) AS tq, to_tsquery('simple', %(rest)s) AS rq),
+mi AS MATERIALIZED (
+    SELECT i.session_id, ts_rank(i.search, q.tq) AS rank, i.search AS v FROM gr_items i, q
+    WHERE i.search @@ q.tq
+), mt AS MATERIALIZED (
+    SELECT t.session_id, 2 * ts_rank(t.title_search, q.tq) AS rank, t.title_search AS v
+    FROM gr_sessions t, q WHERE t.title_search @@ q.tq AND t.deleted_at IS NULL
+), hits(sid, rank) AS (
+    SELECT mi.session_id, mi.rank FROM mi, q WHERE mi.v @@ q.rq
+    UNION ALL
+    SELECT mt.session_id, mt.rank FROM mt, q WHERE mt.v @@ q.rq
+), ranked AS (SELECT sid, (-MAX(rank))::float8 AS score FROM hits GROUP BY sid)
+"""
+
+# The planner's statistics of the messages' lexemes (ANALYZE): the most common ones and their
+# frequencies. A word not among them is rarer than all of them.
+_STATS = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+WHERE tablename = 'gr_items' AND attname = 'search' AND schemaname = current_schema()
+"""
+
+
+def rarest_first(conn: Conn, words: tuple[str, ...]) -> tuple[str, ...]:
+    """``words`` with the rarest first, by the share of messages holding a lexeme starting
+    with it in the planner's statistics (words missing there count as rarest)."""
+    if len(words) < 2:
+        return words
+    row = conn.execute(_STATS).fetchone()
+    elems: list[str] = list(row[0] or []) if row else []
+    freqs: list[float] = list(row[1] or []) if row else []
+
+    def share(word: str) -> float:
+        return sum(f for e, f in zip(elems, freqs, strict=False) if e.startswith(word))
+
+    return tuple(sorted(words, key=share))
+
+
 _COLUMNS = (
     "s.inserted AS seq, s.session_id AS id, s.title, s.created_at, s.input_tokens,"
     " s.output_tokens, s.working_dir, s.starred, s.agent_file, s.agent_name, s.created_us"
@@ -92,7 +133,10 @@ def search_sessions(conn: Conn, query: SessionQuery) -> SessionPage:
         where.append(newer)
     prefix, source, score = "", "gr_sessions s", "NULL::float8"
     if query.words:
-        prefix, params["match"] = _MATCHES, match_text(query.words)
+        rare, *rest = rarest_first(conn, query.words)
+        prefix, params["match"] = _MATCHES, match_text((rare,))
+        if rest:
+            prefix, params["rest"] = _MATCHES_RARE, match_text(tuple(rest))
         source, score = "ranked r JOIN gr_sessions s ON s.session_id = r.sid", "r.score"
     order = "s.created_us DESC, s.inserted DESC"
     if relevance:
