@@ -59,8 +59,9 @@ def parse_sub_agents(
             c.warn(
                 sub_line,
                 sub_path,
-                f"agent {sub!r} from a catalog or registry is not resolved here "
-                "(greenroom serve pulls it, see --agent-catalog); it is left out",
+                f"agent {sub!r} from a catalog or registry is not checked offline "
+                "(greenroom serve pulls it from --agent-catalog; validate checks it when given "
+                "--agent-catalog)",
             )
         else:
             c.fail(sub_line, sub_path, f"unknown agent {sub!r}")

@@ -151,7 +151,7 @@ def test_warnings_name_what_greenroom_will_not_do() -> None:
     lines = diagnose(config, docker=no_docker, builders={"think": object()})
     expected = [
         "agent.yaml:5: agents.root.sub_agents[1]: warning: agent 'agentcatalog/pirate' from "
-        "a catalog or registry is not resolved here (greenroom serve pulls it",
+        "a catalog or registry is not checked offline (greenroom serve pulls it",
         "agent.yaml:8: agents.root.toolsets[1]: warning: toolset type 'memory' is not "
         "supported by greenroom yet",
         "agent.yaml:9: agents.root.toolsets[2]: warning: toolset type 'mcp' is not supported "
