@@ -56,7 +56,8 @@ async def server(
 
 async def until(clock: Callable[[], float], when: str | float) -> None:
     """Virtual time passes until the wall clock reads ``when`` (ISO, or epoch seconds)."""
-    await trio.sleep(max(0.0, (at(when) if isinstance(when, str) else when) - clock()))
+    target = at(when) if isinstance(when, str) else when
+    await trio.sleep(max(0.0, target - clock()))  # virtual time (autojump clock)
 
 
 async def created(http: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
@@ -85,7 +86,7 @@ async def test_create_list_get_pause_resume_delete(autojump_clock: Any) -> None:
             "last_fired_at": None,
             "last_error": "",
         }
-        await trio.sleep(1)  # listed oldest first
+        await trio.sleep(1)  # virtual time: listed oldest first
         two = await created(http, cron="@daily", message="daily")
         assert two["timezone"] == "UTC" and two["next_fire"] == "2026-06-02T00:00:00Z"
         listed = (await http.get("/api/schedules")).json()
@@ -168,7 +169,7 @@ async def test_fires_at_the_zones_wall_clock_across_a_dst_change(autojump_clock:
         listed = {s["id"] for s in (await http.get("/api/sessions")).json()}
         assert listed == set(sessions)
         # Each occurrence ran its turn: the message, then the agent's reply.
-        await trio.sleep(1)
+        await trio.sleep(1)  # virtual time (autojump clock)
         session = (await http.get(f"/api/sessions/{sessions[0]}")).json()
         texts = [(m["message"]["role"], m["message"]["content"]) for m in session["messages"]]
         assert texts == [("user", "news"), ("assistant", "Scheduled reply.")]
@@ -215,7 +216,7 @@ async def test_a_target_session_gets_a_follow_up_while_busy(autojump_clock: Any)
         got = await read(http, s["id"])
         assert (got["fires"], got["last_session_id"], got["last_error"]) == (1, sid, "")
         release.set()
-        await trio.sleep(5)
+        await trio.sleep(5)  # virtual time (autojump clock)
         session = (await http.get(f"/api/sessions/{sid}")).json()
         users = [
             m["message"]["content"] for m in session["messages"] if m["message"]["role"] == "user"
@@ -286,7 +287,7 @@ async def test_a_schedule_that_cannot_be_computed_is_paused_with_why(
         )
         await scheduler.store.add_schedule(broken)
         scheduler.changed()
-        await trio.sleep(1)
+        await trio.sleep(1)  # virtual time (autojump clock)
         got = await read(http, "broken")
         assert (got["paused"], got["fires"]) == (True, 0)
         assert got["last_error"].startswith("cannot fire: $.timezone: unknown time zone")

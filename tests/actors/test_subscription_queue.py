@@ -32,10 +32,10 @@ async def test_a_parked_reader_wakes_for_each_entry_in_order(
                         return
 
             nursery.start_soon(read)
-            await trio.sleep(1)  # the reader is parked
+            await trio.sleep(1)  # virtual time: the reader is parked
             for n in range(3):
                 log.append(ev(n))
-                await trio.sleep(1)
+                await trio.sleep(1)  # virtual time (autojump clock)
     assert got == [1, 2, 3]
 
 
@@ -66,7 +66,7 @@ async def test_a_close_from_another_task_ends_a_parked_reader(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(read)
-        await trio.sleep(1)
+        await trio.sleep(1)  # virtual time (autojump clock)
         sub.close()
         with trio.fail_after(1):
             await ended.wait()
@@ -82,7 +82,7 @@ async def test_a_second_concurrent_reader_is_refused(
     with log.subscribe() as sub:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sub.__anext__)
-            await trio.sleep(1)
+            await trio.sleep(1)  # virtual time (autojump clock)
             with pytest.raises(trio.BusyResourceError):
                 await sub.__anext__()
             nursery.cancel_scope.cancel()
