@@ -31,7 +31,6 @@ from greenroom.errors import (
     GreenroomError,
     NodeFenced,
     OwnedElsewhere,
-    RunNotFound,
     SessionExists,
     SessionGone,
     SessionNotFound,
@@ -46,7 +45,7 @@ from ._handle import SessionHandle, StreamGuard
 from ._logs import EventLogs, EventSource
 from ._readiness import Readiness, readiness
 from ._results import GuardTicket, SessionStatistics
-from ._runs import live_record
+from ._runs import RunningTurn, RunReader
 from ._session import SessionActor
 from ._subscription import Subscription
 
@@ -88,6 +87,7 @@ class Registry:
         self._fork_lock = trio.Lock()
         self.ready = trio.Event()
         self.fenced = False  # this node lost its cluster lease: no actor until it rejoins
+        self._runs = RunReader(persistence.run_log, self.logs.is_deleted, self._running)
 
     # --- reading -----------------------------------------------------------------------
 
@@ -261,23 +261,15 @@ class Registry:
         return await self.store.get_session(session_id)
 
     async def runs(self, session_id: str, limit: int = 50) -> list[RunRecord]:
-        """The session's newest runs, newest first, from the store (any node can read them);
-        the running one of an actor here shows what it used so far."""
-        if self.logs.is_deleted(session_id):
-            raise SessionNotFound(session_id)
-        return [self._live(r) for r in await self.persistence.run_log.runs(session_id, limit)]
+        """The session's newest runs, newest first (:class:`RunReader`)."""
+        return await self._runs.runs(session_id, limit)
 
     async def run(self, session_id: str, run_id: str) -> RunRecord:
-        if self.logs.is_deleted(session_id):
-            raise SessionNotFound(session_id)
-        found = await self.persistence.run_log.run(session_id, run_id)
-        if found is None:
-            raise RunNotFound(f"session {session_id} has no run {run_id!r}")
-        return self._live(found)
+        return await self._runs.run(session_id, run_id)
 
-    def _live(self, record: RunRecord) -> RunRecord:
-        actor = self._actors.get(record.turn.session_id)
-        return live_record(record, actor.turn if actor is not None else None)
+    def _running(self, session_id: str) -> RunningTurn | None:
+        actor = self._actors.get(session_id)
+        return actor.turn if actor is not None else None
 
     async def list_sessions(self) -> list[SessionSummary]:
         return await self.store.list_sessions()

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -28,7 +29,15 @@ from greenroom.domain import (
     to_json,
     utcnow,
 )
-from greenroom.persistence import Delivery, RunRecord, TurnRecord, TurnStart, TurnState
+from greenroom.errors import RunNotFound, SessionNotFound
+from greenroom.persistence import (
+    Delivery,
+    RunLog,
+    RunRecord,
+    TurnRecord,
+    TurnStart,
+    TurnState,
+)
 
 STATUS: dict[str, str] = {"done": "completed"}  # the record's state as the API names it
 
@@ -213,3 +222,30 @@ __all__ = [
     "started_record",
     "webhook_delivery",
 ]
+
+
+@attrs.frozen
+class RunReader:
+    """Run records as the API reads them: from the store (any node can), a running one of an
+    actor here showing what it used so far."""
+
+    run_log: RunLog
+    deleted: Callable[[str], bool]
+    running: Callable[[str], RunningTurn | None]
+
+    async def runs(self, session_id: str, limit: int) -> list[RunRecord]:
+        """The session's newest runs, newest first."""
+        if self.deleted(session_id):
+            raise SessionNotFound(session_id)
+        return [self._live(r) for r in await self.run_log.runs(session_id, limit)]
+
+    async def run(self, session_id: str, run_id: str) -> RunRecord:
+        if self.deleted(session_id):
+            raise SessionNotFound(session_id)
+        found = await self.run_log.run(session_id, run_id)
+        if found is None:
+            raise RunNotFound(f"session {session_id} has no run {run_id!r}")
+        return self._live(found)
+
+    def _live(self, record: RunRecord) -> RunRecord:
+        return live_record(record, self.running(record.turn.session_id))
