@@ -19,7 +19,7 @@ from greenroom.errors import GreenroomError, SessionNotFound, SessionNotRunning
 
 from . import _bodies as b, _params as q
 from ._context import AgentCatalog, AppConfig, Context, Handler, Reply, Request
-from ._run_endpoints import get_run, list_runs
+from ._run_endpoints import RUN_OPERATIONS
 from ._schedule_endpoints import SCHEDULE_OPERATIONS
 from ._server_endpoints import (
     agent_tool_count,
@@ -248,24 +248,6 @@ OPERATIONS: tuple[Operation, ...] = (
         stream="run",
         errors=(400, 404, 409, 422, 502),
         websocket=False,
-    ),
-    Operation(
-        "list_runs",
-        "GET",
-        f"{S}/runs",
-        list_runs,
-        "The session's runs, newest first: status, timings, agent, model, tokens, cost, "
-        "error, webhook delivery (greenroom extension)",
-        query=(q.RUNS_LIMIT,),
-        errors=(400, 404),
-    ),
-    Operation(
-        "get_run",
-        "GET",
-        f"{S}/runs/{{run_id}}",
-        get_run,
-        "One run's record (greenroom extension)",
-        errors=(404,),
     ),
     Operation(
         "events",
@@ -498,6 +480,8 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 # Scheduled runs (decision 0028): their rows are in _schedule_endpoints.py.
-OPERATIONS += tuple(Operation(*row, **options) for row, options in SCHEDULE_OPERATIONS)
+OPERATIONS += tuple(
+    Operation(*row, **options) for row, options in (*RUN_OPERATIONS, *SCHEDULE_OPERATIONS)
+)
 
 BY_NAME = {op.name: op for op in OPERATIONS}

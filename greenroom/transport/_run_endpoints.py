@@ -15,6 +15,7 @@ from greenroom.actors import RunStream, answer_json, run_json
 from greenroom.domain import check_webhook
 
 from ._context import Context, Reply, Request
+from ._params import RUNS_LIMIT
 
 RUN_ID_HEADER = "Greenroom-Run-Id"
 DEFAULT_LIMIT = 50
@@ -58,3 +59,29 @@ async def list_runs(ctx: Context, req: Request) -> Reply:
 async def get_run(ctx: Context, req: Request) -> Reply:
     record = await ctx.registry.run(req.params["session_id"], req.params["run_id"])
     return Reply(run_json(record))
+
+
+RUN_OPERATIONS: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...] = (
+    # (name, method, path, handler, summary), then the Operation's other fields (_ops.py)
+    (
+        (
+            "list_runs",
+            "GET",
+            "/api/sessions/{session_id}/runs",
+            list_runs,
+            "The session's runs, newest first: status, timings, agent, model, tokens, cost, "
+            "error, webhook delivery (greenroom extension)",
+        ),
+        {"query": (RUNS_LIMIT,), "errors": (400, 404)},
+    ),
+    (
+        (
+            "get_run",
+            "GET",
+            "/api/sessions/{session_id}/runs/{run_id}",
+            get_run,
+            "One run's record (greenroom extension)",
+        ),
+        {"errors": (404,)},
+    ),
+)
