@@ -249,6 +249,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(400, 404, 409, 422, 502),
         websocket=False,
     ),
+    *(Operation(*row, **options) for row, options in RUN_OPERATIONS),  # _run_endpoints.py
     Operation(
         "events",
         "GET",
@@ -480,8 +481,6 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 # Scheduled runs (decision 0028): their rows are in _schedule_endpoints.py.
-OPERATIONS += tuple(
-    Operation(*row, **options) for row, options in (*RUN_OPERATIONS, *SCHEDULE_OPERATIONS)
-)
+OPERATIONS += tuple(Operation(*row, **options) for row, options in SCHEDULE_OPERATIONS)
 
 BY_NAME = {op.name: op for op in OPERATIONS}
