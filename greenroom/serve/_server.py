@@ -267,7 +267,7 @@ async def _serve_registry(serving: Serving, task_status: trio.TaskStatus[str]) -
         if stop.is_set():
             return
         log.info("shutting down")
-        context.shutting_down.set()  # WebSockets close with 1001
+        context.shut_down()  # WebSockets close with 1001
         registry.end_subscriptions()  # /events streams end (clients resume later)
         registry.cancel_turns()  # run streams end; their sessions persist
         stop.set()

@@ -206,7 +206,7 @@ async def open_greenroom(
                 async with GreenroomClient(binds[0], token=auth_token) as client:
                     yield Greenroom(binds[0], client, registry, opened.store, dropper, context)
                 # Stop like `greenroom serve`: end streams and sockets, then hypercorn.
-                context.shutting_down.set()
+                context.shut_down()
                 registry.end_subscriptions()
                 registry.cancel_turns()
                 stop.set()

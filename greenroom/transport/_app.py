@@ -16,6 +16,7 @@ from greenroom.agents import OAuthFlows
 from greenroom.errors import GreenroomError, OwnedElsewhere, PayloadTooLarge
 from greenroom.observe import annotate
 
+from ._context import Encoded
 from ._cross_site import check_bearer, check_json_content_type, check_request
 from ._errors import map_error
 from ._forward import HOP_HEADER, ClaimHere, Forwarder, served_here
@@ -27,7 +28,7 @@ from ._run_endpoints import RUN_ID_HEADER
 from ._sse import log_events, run_events
 from ._static import is_page_path, register_page
 from ._tracing import TracedApp
-from ._ws import register_websocket
+from ._ws import WebSocketAPI
 
 if TYPE_CHECKING:
     from greenroom.cluster import Mirrors
@@ -42,7 +43,8 @@ _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps(body), status, headers or {}, content_type="application/json")
+    data = body.data if isinstance(body, Encoded) else dumps(body)
+    return Response(data, status, headers or {}, content_type="application/json")
 
 
 def error_response(exc: GreenroomError, op: Operation | None = None) -> Response:
@@ -215,10 +217,9 @@ def create_app(
     async def greenroom_error(exc: GreenroomError) -> Response:
         return error_response(exc)
 
-    register_websocket(app, ctx)
     register_page(app)
     register_metrics(app, ctx)
-    app.asgi_app = TracedApp(app.asgi_app)  # type: ignore[method-assign]
+    app.asgi_app = TracedApp(WebSocketAPI(app.asgi_app, ctx))  # type: ignore[method-assign]
     return app
 
 

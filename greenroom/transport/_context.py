@@ -69,6 +69,15 @@ class Context:
     metrics: Metrics = attrs.field(factory=current_metrics)  # the server's, current when created
     # Scheduled runs (decision 0028): the server runs its task, else nothing fires.
     scheduler: Scheduler | None = None
+    # What to call at shutdown for each open WebSocket (it closes with 1001): one set here
+    # instead of a task per connection waiting on ``shutting_down``.
+    on_shutdown: set[Callable[[], None]] = attrs.field(factory=set)
+
+    def shut_down(self) -> None:
+        """Refuse new work (``shutting_down``) and close every open WebSocket with 1001."""
+        self.shutting_down.set()
+        for close in list(self.on_shutdown):
+            close()
 
     @property
     def schedules(self) -> Scheduler:
@@ -88,8 +97,15 @@ class Request:
 
 
 @attrs.frozen
+class Encoded:
+    """A reply body that is JSON already (UTF-8 bytes), sent as it is."""
+
+    data: bytes
+
+
+@attrs.frozen
 class Reply:
-    body: Any = None
+    body: Any = None  # JSON-ready values, or Encoded
     status: int = 200
     headers: Mapping[str, str] = attrs.field(factory=dict)
 

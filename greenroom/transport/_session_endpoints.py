@@ -18,7 +18,6 @@ from greenroom.domain import (
     Approval,
     Message,
     Session,
-    SessionSummary,
     Summary,
     batch_export,
     format_datetime,
@@ -31,6 +30,7 @@ from greenroom.errors import GreenroomError, InvalidRequest, OwnedElsewhere
 from . import _bodies as b
 from ._context import Context, Reply, Request
 from ._forward import ClaimHere
+from ._listing import summaries_json
 from ._workdir import validate_working_dir
 
 
@@ -57,12 +57,8 @@ def _session_id(req: Request) -> str:
     return req.params["session_id"]
 
 
-def _summary(s: SessionSummary) -> dict[str, Any]:
-    return to_json(s, SessionSummary)  # type: ignore[no-any-return]
-
-
 async def list_sessions(ctx: Context, req: Request) -> Reply:
-    return Reply([_summary(s) for s in await ctx.registry.list_sessions()])
+    return Reply(summaries_json(await ctx.registry.list_sessions()))
 
 
 async def create_session(ctx: Context, req: Request) -> Reply:

@@ -32,15 +32,14 @@ from greenroom.domain import (
     PageKey,
     SessionOrder,
     SessionQuery,
-    SessionSummary,
     parse_datetime,
     query_words,
-    to_json,
 )
 from greenroom.errors import InvalidRequest
 
 from . import _params as q
-from ._context import Context, Reply, Request
+from ._context import Context, Encoded, Reply, Request
+from ._listing import summaries_json
 from ._session_endpoints import list_sessions
 
 MAX_CURSOR = 512
@@ -205,5 +204,6 @@ async def list_or_search_sessions(ctx: Context, req: Request) -> Reply:
     store_query, order = session_query(req.query)
     page = await ctx.registry.search_sessions(store_query)
     following = None if page.next is None else encode_cursor(order, page.next)
-    sessions = [to_json(s, SessionSummary) for s in page.sessions]
-    return Reply({"sessions": sessions, "next_cursor": following})
+    sessions = summaries_json(page.sessions).data
+    tail = json.dumps(following).encode()
+    return Reply(Encoded(b'{"sessions":' + sessions + b',"next_cursor":' + tail + b"}"))
