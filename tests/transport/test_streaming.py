@@ -412,6 +412,26 @@ async def test_ws_compact_op_compacts_and_subscribers_see_it(live: Live) -> None
         assert live.env.runtime.compactions == ["keep it short"]
 
 
+async def test_ws_a_bug_in_an_op_closes_the_socket_with_1011_and_the_server_goes_on(
+    live: Live, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken() -> None:
+        raise RuntimeError("a bug in the list")
+
+    async with open_websocket_url(live.ws_url) as conn:
+        ws = WSClient(conn)
+        created = await ws.result("create", title="before the bug")
+        monkeypatch.setattr(live.env.registry, "list_sessions", broken)
+        await ws.send({"op": "list"})
+        code, _ = await receive_until_closed(ws)
+        await close_transport(conn)
+    assert code == 1011
+    assert "WebSocket connection failed" in caplog.text
+    monkeypatch.undo()
+    async with ws_client(live) as ws:  # the next connection is served as before
+        assert [s["id"] for s in await ws.result("list")] == [created["id"]]
+
+
 async def test_ws_session_ops(live: Live) -> None:
     async with ws_client(live) as ws:
         created = await ws.result("create", title="WS session")
