@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from greenroom.domain import SessionSummary, to_json
 from greenroom.transport._listing import summaries_json
