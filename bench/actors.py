@@ -38,13 +38,16 @@ from typing import Any
 import trio
 
 from greenroom.actors import EventLog, LogEntry, RegistryConfig, Subscription, open_registry
+from greenroom.actors._turn import PACE
 from greenroom.agents import BuiltRuntime
 from greenroom.domain import AgentChoice, Message, Session
 from greenroom.errors import AgentNotFound
 from greenroom.persistence import open_memory_store
 
 FANOUT = {1: 50_000, 10: 10_000, 100: 2_000}  # subscribers -> events (500k..200k deliveries)
-YIELD_EVERY = 1  # the producer checkpoints after each event, as a turn does (emit awaits)
+# The producer yields every PACE events, as a turn's emit does (decision 0038); it was after
+# every event before.
+YIELD_EVERY = PACE
 
 
 class NoRuntimes:

@@ -1,6 +1,7 @@
 """Cluster figures against real nodes on the local PostgreSQL: run by hand, never by tests.
 
     .venv/bin/python -m bench.cluster [--rounds 3] [--sessions 8] [--tokens 300]
+        [--nodes 1 2 3] [--throughput-only]
 
 Needs PostgreSQL at 127.0.0.1:5432 (trust, user postgres); every part runs on a scratch
 database (created, then dropped) with nodes started by the cluster test harness
@@ -14,8 +15,9 @@ loopback. Three figures, each bounded:
   subscriber on n1 (local) and one on n2 (remote, served from the database); for each event
   the remote arrival time minus the local one (both clients in this process).
 * token events/s: ``--sessions`` turns at once of ``--tokens`` tokens each (no model delay),
-  counted on the run streams: one SQLite node, then two PostgreSQL nodes with the sessions
-  split between them. ``--rounds`` rounds each, the best reported.
+  counted on the run streams: one SQLite node, then each count of PostgreSQL nodes in
+  ``--nodes`` (default: two) with the sessions split between them, the same total load.
+  ``--rounds`` rounds each, the best reported. ``--throughput-only`` skips the first two.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 
@@ -166,10 +169,13 @@ async def throughput_sqlite(files: ServerFiles, rounds: int, sessions: int) -> f
         await server.stop()
 
 
-async def throughput_cluster(nodes: Cluster, rounds: int, sessions: int) -> float:
-    n1, n2 = await nodes.start_all(["n1", "n2"])
-    async with node_client(n1, 120) as h1, node_client(n2, 120) as h2:
-        return max([await token_rate([h1, h2], sessions) for _ in range(rounds)])
+async def throughput_cluster(nodes: Cluster, rounds: int, sessions: int, count: int) -> float:
+    """Best of ``rounds``: ``sessions`` turns at once spread over ``count`` PostgreSQL nodes
+    (each session created on, hence owned by, the node its client talks to)."""
+    started = await nodes.start_all([f"n{n + 1}" for n in range(count)])
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(node_client(n, 120)) for n in started]
+        return max([await token_rate(clients, sessions) for _ in range(rounds)])
 
 
 def pct(values: list[float], fraction: float) -> float:
@@ -182,37 +188,48 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="gr-bench-cluster-") as tmp:
         root = Path(tmp)
         async with fake_model(model) as fake:
-            with trio.fail_after(BUDGET):
-                (root / "t").mkdir()
-                async with cluster(ServerFiles(root / "t", fake.url)) as nodes:
-                    times = await takeover(nodes, model, args.rounds)
-            print(
-                f"takeover after kill -9 (ttl 3 s): median {statistics.median(times):.2f} s,"
-                f" max {max(times):.2f} s, {[round(t, 2) for t in times]}"
-            )
-            with trio.fail_after(BUDGET):
-                (root / "l").mkdir()
-                async with cluster(ServerFiles(root / "l", fake.url)) as nodes:
-                    added = await remote_latency(nodes, model, args.rounds)
-            print(
-                f"remote subscriber, added latency over {len(added)} events:"
-                f" p50 {pct(added, 0.5) * 1000:.1f} ms, p90 {pct(added, 0.9) * 1000:.1f} ms,"
-                f" p99 {pct(added, 0.99) * 1000:.1f} ms"
-            )
+            if not args.throughput_only:
+                await failover_and_latency(args, model, fake.url, root)
             model.tokens, model.delay = args.tokens, 0.0
             with trio.fail_after(BUDGET):
                 (root / "s").mkdir()
                 files = ServerFiles(root / "s", fake.url)
                 one = await throughput_sqlite(files, args.rounds, args.sessions)
-            with trio.fail_after(BUDGET):
-                (root / "c").mkdir()
-                async with cluster(ServerFiles(root / "c", fake.url)) as nodes:
-                    two = await throughput_cluster(nodes, args.rounds, args.sessions)
             print(
-                f"token events/s, {args.sessions} turns of {args.tokens} tokens at once:"
-                f" one SQLite node {one:,.0f}, two PostgreSQL nodes {two:,.0f}"
-                f" ({(two / one - 1) * 100:+.0f} %)"
+                f"token events/s, {args.sessions} turns of {args.tokens} tokens at once"
+                f" (best of {args.rounds}): one SQLite node {one:,.0f}"
             )
+            for count in args.nodes:
+                with trio.fail_after(BUDGET):
+                    (root / f"c{count}").mkdir()
+                    async with cluster(ServerFiles(root / f"c{count}", fake.url)) as nodes:
+                        rate = await throughput_cluster(nodes, args.rounds, args.sessions, count)
+                print(
+                    f"  {count} PostgreSQL node{'s' if count > 1 else ''}: {rate:,.0f}"
+                    f" ({(rate / one - 1) * 100:+.0f} % vs SQLite)"
+                )
+
+
+async def failover_and_latency(
+    args: argparse.Namespace, model: TextModel, url: str, root: Path
+) -> None:
+    with trio.fail_after(BUDGET):
+        (root / "t").mkdir()
+        async with cluster(ServerFiles(root / "t", url)) as nodes:
+            times = await takeover(nodes, model, args.rounds)
+    print(
+        f"takeover after kill -9 (ttl 3 s): median {statistics.median(times):.2f} s,"
+        f" max {max(times):.2f} s, {[round(t, 2) for t in times]}"
+    )
+    with trio.fail_after(BUDGET):
+        (root / "l").mkdir()
+        async with cluster(ServerFiles(root / "l", url)) as nodes:
+            added = await remote_latency(nodes, model, args.rounds)
+    print(
+        f"remote subscriber, added latency over {len(added)} events:"
+        f" p50 {pct(added, 0.5) * 1000:.1f} ms, p90 {pct(added, 0.9) * 1000:.1f} ms,"
+        f" p99 {pct(added, 0.99) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":
@@ -220,4 +237,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2], choices=[1, 2, 3, 4])
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="skip the takeover and latency figures"
+    )
     trio.run(main, parser.parse_args())

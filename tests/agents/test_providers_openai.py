@@ -6,10 +6,12 @@ clock (network I/O), so each is bounded by ``trio.fail_after`` and backoff is ma
 
 from __future__ import annotations
 
+import gzip
 import socket
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
 
+import attrs
 import pytest
 import trio
 
@@ -96,6 +98,17 @@ async def test_text_is_streamed_delta_by_delta_in_order(fake: FakeOpenAI) -> Non
     assert sent.json["stream"] is True
     assert sent.json["stream_options"] == {"include_usage": True}
     assert sent.json["model"] == "fake-gpt"
+
+
+async def test_a_gzip_coded_stream_is_decoded(fake: FakeOpenAI) -> None:
+    plain = text_reply("Hel", "lo")
+    coded = gzip.compress(b"".join(plain.events))
+    fake.script(attrs.evolve(plain, events=(coded,), headers=(("content-encoding", "gzip"),)))
+    deltas = Deltas()
+    with trio.fail_after(LIMIT):
+        response = await provider(fake).complete(request(fake), deltas)
+    assert deltas.got == [TextDelta("Hel"), TextDelta("lo")]
+    assert response.content == "Hello" and response.stop_reason == "stop"
 
 
 async def test_deltas_reach_the_caller_before_the_stream_ends(fake: FakeOpenAI) -> None:

@@ -29,7 +29,7 @@ from ._base import ModelConfig, ModelRequest, ModelResponse, OnDelta
 from ._clients import ModelClients, lease
 from ._keys import read_key
 from ._openai_messages import response_format, sampling, to_openai_messages, to_openai_tools
-from ._openai_stream import Chunk, ChunkReader, ChunkUsage, StreamMalformed
+from ._openai_stream import Chunk, ChunkReader, ChunkUsage, StreamMalformed, body_pieces
 from ._reasoning import openai_effort
 from ._retry import (
     DEFAULT_BACKOFF,
@@ -133,7 +133,7 @@ class OpenAIProvider:
             raise self._failure(exc, ref, started=False, emitted=False) from exc
         reader = ChunkReader()
         try:
-            pieces = aiter(response.aiter_bytes())
+            pieces = body_pieces(response)
             with idle_watch(self.idle, ref) as clock:
                 while not reader.done:
                     try:

@@ -10,8 +10,10 @@ where they are read. Pure and synchronous: no I/O here.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
 import msgspec
 
 
@@ -115,3 +117,15 @@ class ChunkReader:
                 value = line[5:]
                 self._data.append(value[1:] if value.startswith(b" ") else value)
         return chunks
+
+
+def body_pieces(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response body as it arrives. Without a content coding, the transport's own byte
+    stream: ``aiter_bytes`` would add two generator layers, a decoder and two re-chunkers per
+    piece, and a fast model sends a piece per token (decision 0038). With a coding (a gzip'd
+    stream), ``aiter_bytes`` decodes it."""
+    coding = response.headers.get("content-encoding", "").strip().lower()
+    stream = response.stream
+    if coding in ("", "identity") and isinstance(stream, httpx2.AsyncByteStream):
+        return aiter(stream)
+    return aiter(response.aiter_bytes())

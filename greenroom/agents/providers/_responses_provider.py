@@ -19,6 +19,7 @@ from greenroom.errors import ModelStreamMalformed
 
 from ._base import ModelRequest, ModelResponse, OnDelta
 from ._openai_provider import CLOSE_BUDGET, OpenAIProvider
+from ._openai_stream import body_pieces
 from ._responses_messages import responses_body
 from ._responses_stream import ResponsesState, SSELines
 from ._retry import transport_failure
@@ -39,7 +40,7 @@ class ResponsesProvider(OpenAIProvider):
             raise self._failure(exc, ref, started=False, emitted=False) from exc
         lines = SSELines()
         try:
-            pieces = aiter(response.aiter_bytes())
+            pieces = body_pieces(response)
             with idle_watch(self.idle, ref) as clock:
                 while not state.done:
                     try:
