@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import trio
 
-from greenroom.actors import LogEntry, RunStream, Subscription
+from greenroom.actors import RunStream, Subscription
 from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
 from greenroom.observe import extract_field, server_span
@@ -32,19 +33,25 @@ from ._ops import BY_NAME, Context, Operation, Reply, Request
 from ._params import parse_name
 from ._sse import BATCH, FLUSH_INTERVAL, LOG_BATCH
 from ._turn_endpoints import subscribe
+from ._ws_frames import (
+    batch_option,
+    event_frame,
+    events_frame,
+    param,
+    reply_id,
+    scalar_text,
+    text_field,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for a slot
+WRITER_IDLE = 5.0  # seconds a connection's writer task waits for frames before it ends
 END_WAIT = 10.0  # seconds a run's end frame waits for its last events on the subscription
 CLOSE_GOING_AWAY = 1001
 CLOSE_INTERNAL_ERROR = 1011
 CLOSE_TRY_AGAIN = 1013
 _FRAME_KEYS = frozenset({"id", "op", "traceparent", "tracestate"})  # a frame's, not a body's
-
-
-class _SlowClient(Exception):
-    pass
 
 
 PATH = "/api/ws"
@@ -67,20 +74,26 @@ class WebSocketAPI:
         if (await receive())["type"] != "websocket.connect":
             return
         try:
-            headers = _headers(scope)
-            checked = {"host": headers.get("host", "")}
-            if "origin" in headers:
-                checked["origin"] = headers["origin"]
-            check_request(self.ctx.config.site_policy, "GET", checked, websocket=True)
-            subprotocol = None
-            if self.ctx.config.auth_token:
-                subprotocol = _authenticate(self.ctx.config.auth_token, headers, scope)
+            subprotocol = _admit(self.ctx, scope)
         except GreenroomError as exc:
             await _refuse(scope, send, exc)
             return
         await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": []})
         client = (scope.get("client") or ("?",))[0]
         await Connection(self.ctx, receive, send, f"websocket {client}").serve()
+
+
+def _admit(ctx: Context, scope: Any) -> str | None:
+    """Check Host, Origin and the token (a function: its dicts are gone once the socket is
+    open); the subprotocol to echo."""
+    headers = _headers(scope)
+    checked = {"host": headers.get("host", "")}
+    if "origin" in headers:
+        checked["origin"] = headers["origin"]
+    check_request(ctx.config.site_policy, "GET", checked, websocket=True)
+    if ctx.config.auth_token:
+        return _authenticate(ctx.config.auth_token, headers, scope)
+    return None
 
 
 def _headers(scope: Any) -> dict[str, str]:
@@ -121,8 +134,12 @@ class Connection:
         self._receive = receive
         self._asgi_send = send
         self._client = client
-        self._out_send, self._out_recv = trio.open_memory_channel[str](ctx.config.ws_buffer)
-        self._limiter = trio.CapacityLimiter(MAX_IN_FLIGHT)
+        # Outgoing frames wait here for the writer, a task that runs while there is something
+        # to send and for WRITER_IDLE seconds after: an idle connection holds no writer task.
+        self._out: deque[str] = deque()
+        self._writing = False  # a writer task is running
+        self._parked: trio.lowlevel.Task | None = None  # the writer, waiting for frames
+        self._limiter_: trio.CapacityLimiter | None = None  # made with the first request
         self._subscriptions: dict[str, trio.CancelScope] = {}
         self._sent_seq: dict[str, int] = {}  # per session: the last seq a subscription sent
         self._sent = trio.Event()  # set (and replaced) each time a subscription sends
@@ -139,11 +156,8 @@ class Connection:
                 self._nursery = nursery
                 if self.ctx.shutting_down.is_set():
                     self._close(CLOSE_GOING_AWAY)
-                nursery.start_soon(self._writer)
                 await self._reader()
                 nursery.cancel_scope.cancel()
-        except* _SlowClient:
-            pass
         except* Exception as group:  # a bug: the client hears 1011, the log has the trace
             log.error("WebSocket connection failed", exc_info=group)
             self._close_code = CLOSE_INTERNAL_ERROR
@@ -161,19 +175,50 @@ class Connection:
         self._nursery.cancel_scope.cancel()
 
     async def _writer(self) -> None:
-        async with self._out_recv:
-            async for frame in self._out_recv:
-                await self._asgi_send({"type": "websocket.send", "text": frame})
-                self._frames_out.inc()
+        try:
+            while True:
+                while self._out:
+                    frame = self._out.popleft()
+                    await self._asgi_send({"type": "websocket.send", "text": frame})
+                    self._frames_out.inc()
+                if not await self._wait_for_frames():
+                    return
+        finally:
+            self._writing = False
+
+    async def _wait_for_frames(self) -> bool:
+        """Park until ``send`` queues a frame (True) or WRITER_IDLE seconds pass (False)."""
+        with trio.move_on_after(WRITER_IDLE):
+            self._parked = trio.lowlevel.current_task()
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                self._parked = None
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            return True
+        return bool(self._out)
 
     def send(self, frame: str) -> None:
         """Queue a frame; a full queue means the client cannot keep up: close with 1013."""
-        try:
-            self._out_send.send_nowait(frame)
-        except trio.WouldBlock:
+        if self._nursery is None or self._nursery.cancel_scope.cancel_called:
+            return  # the connection is closing: nothing more goes out
+        if len(self._out) >= self.ctx.config.ws_buffer:
             self._close(CLOSE_TRY_AGAIN)
-        except trio.ClosedResourceError:
-            pass
+            return
+        self._out.append(frame)
+        if self._parked is not None:
+            trio.lowlevel.reschedule(self._parked)
+            self._parked = None
+        elif not self._writing:
+            self._writing = True
+            self._nursery.start_soon(self._writer)
+
+    @property
+    def _limiter(self) -> trio.CapacityLimiter:
+        if self._limiter_ is None:
+            self._limiter_ = trio.CapacityLimiter(MAX_IN_FLIGHT)
+        return self._limiter_
 
     def reply(self, frame_id: Any, result: Any) -> None:
         if isinstance(result, Encoded):  # JSON already: spliced in, not decoded and re-encoded
@@ -205,7 +250,7 @@ class Connection:
             try:
                 check_value(frame)
             except GreenroomError as exc:  # the reply still names the frame when it can
-                self.fail(_reply_id(frame.get("id")), exc)
+                self.fail(reply_id(frame.get("id")), exc)
                 continue
             await self._limiter.acquire_on_behalf_of(frame_ref := object())
             assert self._nursery is not None
@@ -233,21 +278,21 @@ class Connection:
             self._limiter.release_on_behalf_of(ref)
 
     async def _run_op(self, op: Operation, frame_id: Any, frame: dict[str, Any]) -> None:
-        params = {name: _param(frame, name) for name in op.params}
+        params = {name: param(frame, name) for name in op.params}
         if op.name == "run" and "agent_name" in frame:
-            params["agent_name"] = _text(frame, "agent_name")
+            params["agent_name"] = text_field(frame, "agent_name")
         check_path_params(params, prefix="$.")
         query = {
-            p.name: p.parse(_scalar_text(frame[p.name]), f"$.{p.name}")
+            p.name: p.parse(scalar_text(frame[p.name]), f"$.{p.name}")
             for p in op.query
             if frame.get(p.name) is not None
         }
         headers = {}
         if "idempotency_key" in frame:
             headers["idempotency-key"] = parse_name(
-                _text(frame, "idempotency_key"), "$.idempotency_key"
+                text_field(frame, "idempotency_key"), "$.idempotency_key"
             )
-        batch = _batch(frame) if op.stream else False
+        batch = batch_option(frame) if op.stream else False
         body: Any = None
         if op.body is not None:
             skip = _FRAME_KEYS | set(params) | set(query) | {"agent_name", "idempotency_key"}
@@ -289,12 +334,12 @@ class Connection:
         for name, value in params.items():
             path = path.replace(f"{{{name}}}", quote(value, safe=""))
         query = {
-            p.name: _scalar_text(frame[p.name]) for p in op.query if frame.get(p.name) is not None
+            p.name: scalar_text(frame[p.name]) for p in op.query if frame.get(p.name) is not None
         }
         target = f"{path}?{urlencode(query)}" if query else path
         headers = {"content-type": "application/json"}
         if "idempotency_key" in frame:
-            headers["idempotency-key"] = _text(frame, "idempotency_key")
+            headers["idempotency-key"] = text_field(frame, "idempotency_key")
         data = b""
         if op.body is not None:
             skip = _FRAME_KEYS | set(params) | set(query) | {"idempotency_key", "batch"}
@@ -355,11 +400,11 @@ class Connection:
         self.send(json.dumps({"session_id": session_id, "run": frame_id, "end": True}))
 
     async def _subscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
-        session_id = _text(frame, "session_id")
+        session_id = text_field(frame, "session_id")
         since = frame.get("since")
         if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
             raise InvalidRequest("$.since: expected integer", path="$.since")
-        batch = _batch(frame)
+        batch = batch_option(frame)
         subscription = await subscribe(self.ctx, session_id, since)
         previous = self._subscriptions.pop(session_id, None)
         if previous is not None:
@@ -400,66 +445,8 @@ class Connection:
             self.send(json.dumps(end))
 
     def _unsubscribe(self, frame_id: Any, frame: dict[str, Any]) -> None:
-        session_id = _text(frame, "session_id")
+        session_id = text_field(frame, "session_id")
         scope = self._subscriptions.pop(session_id, None)
         if scope is not None:
             scope.cancel()
         self.reply(frame_id, {"unsubscribed": session_id, "was_subscribed": scope is not None})
-
-
-def event_frame(session_id: str, entry: LogEntry, *, run: str | None = None) -> str:
-    """An event frame around the entry's JSON, which was encoded once for every consumer."""
-    head = f'{{"session_id":{json.dumps(session_id)},'
-    if run is not None:
-        head += f'"run":{run},'
-    return f'{head}"seq":{entry.seq},"event":{entry.data.decode()}}}'
-
-
-def events_frame(session_id: str, entries: list[LogEntry], *, run: str | None = None) -> str:
-    """One frame holding ``entries`` (a ``batch`` run or subscription), each as in
-    :func:`event_frame` without the session and run, which the frame carries once."""
-    head = f'{{"session_id":{json.dumps(session_id)},'
-    if run is not None:
-        head += f'"run":{run},'
-    events = ",".join(f'{{"seq":{e.seq},"event":{e.data.decode()}}}' for e in entries)
-    return f'{head}"events":[{events}]}}'
-
-
-def _batch(frame: dict[str, Any]) -> bool:
-    value = frame.get("batch", False)
-    if not isinstance(value, bool):
-        raise InvalidRequest("$.batch: expected boolean", path="$.batch")
-    return value
-
-
-def _param(frame: dict[str, Any], key: str) -> str:
-    """A path parameter: a string, or an integer (message ids are numbers in replies)."""
-    value = frame.get(key)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return _text(frame, key)
-
-
-def _reply_id(value: Any) -> Any:
-    """A frame's id as it can be echoed back: a storable string or number, else None."""
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
-        try:
-            check_value(value)
-        except GreenroomError:
-            return None
-        return value
-    return None
-
-
-def _scalar_text(value: Any) -> str:
-    """A query parameter sent as a JSON value: ``true`` and ``5`` mean what "true" and "5" do."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _text(frame: dict[str, Any], key: str) -> str:
-    value = frame.get(key)
-    if not isinstance(value, str) or not value:
-        raise InvalidRequest(f"$.{key}: expected a non-empty string", path=f"$.{key}")
-    return value

@@ -20,7 +20,7 @@ from trio_websocket import open_websocket_url
 from greenroom.actors import RegistryConfig, StreamState
 from greenroom.domain import AgentChoice, StreamStarted, StreamStopped
 from greenroom.persistence import RetentionPolicy
-from greenroom.transport import AppConfig
+from greenroom.transport import AppConfig, _ws
 from tests.fakes import FakeRuntime
 from tests.slowness import slow
 from tests.transport.support import (
@@ -430,6 +430,17 @@ async def test_ws_a_bug_in_an_op_closes_the_socket_with_1011_and_the_server_goes
     monkeypatch.undo()
     async with ws_client(live) as ws:  # the next connection is served as before
         assert [s["id"] for s in await ws.result("list")] == [created["id"]]
+
+
+async def test_ws_frames_go_out_after_the_writer_ended_idle(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ws, "WRITER_IDLE", 0.01)  # real clock: the writer ends quickly
+    async with ws_client(live) as ws:
+        for n in range(3):
+            created = await ws.result("create", title=f"after idle {n}")
+            assert created["title"] == f"after idle {n}"
+            await trio.sleep(0.05)  # real clock: past WRITER_IDLE, the writer task has ended
 
 
 async def test_ws_session_ops(live: Live) -> None:
