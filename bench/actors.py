@@ -5,8 +5,9 @@
 - Round trip: ``await handle.snapshot()`` on a live idle actor (mailbox command + one-shot
   reply channel + the handler), timed one call at a time; median and p99 of ``--calls``.
 - Fan-out: ``EventLog.append`` of small ``agent_choice`` events with 1, 10 and 100 subscribers,
-  each draining concurrently in its own task; the producer checkpoints after every event, as a
-  turn does (``emit`` awaits the run stream). Cost = wall time from the first append until
+  each draining concurrently in its own task as the transports read (the first entry, then
+  every entry already waiting); the producer yields every ``PACE`` events, as a turn's ``emit``
+  does (decision 0038; after every event before). Cost = wall time from the first append until
   every subscriber has read every event, per event per subscriber (encoding each event's JSON
   once is included). For scale, the same loop over a bare memory channel (no log) is timed too.
 - Memory: ``--actors`` small sessions (one user message each) in the in-memory store, then one
@@ -43,6 +44,7 @@ from greenroom.agents import BuiltRuntime
 from greenroom.domain import AgentChoice, Message, Session
 from greenroom.errors import AgentNotFound
 from greenroom.persistence import open_memory_store
+from greenroom.transport._sse import LOG_BATCH
 
 FANOUT = {1: 50_000, 10: 10_000, 100: 2_000}  # subscribers -> events (500k..200k deliveries)
 # The producer yields every PACE events, as a turn's emit does (decision 0038); it was after
@@ -96,10 +98,11 @@ async def fan_out(subscribers: int, events: int) -> dict[str, float]:
     event = AgentChoice("token ", "root", "bench")
 
     async def drain(subscription: Subscription) -> None:
+        # As the transports read: the first entry, then everything already waiting.
         count = 0
         with subscription:
             async for _ in subscription:
-                count += 1
+                count += 1 + len(subscription.ready(LOG_BATCH))
         received.append(count)
 
     async with trio.open_nursery() as nursery:
