@@ -11,7 +11,7 @@ import attrs
 import psycopg
 from psycopg.rows import dict_row
 
-from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
+from greenroom.domain import Item, Message, Session, SessionSummary, SubSession
 from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
@@ -220,22 +220,4 @@ def list_sessions(conn: Conn) -> list[SessionSummary]:
         " working_dir, starred, agent_file, agent_name FROM gr_sessions"
         " WHERE parent_id IS NULL AND deleted_at IS NULL"
     ).fetchall()
-    # As on SQLite: sorted on the parsed time (RFC 3339 texts do not sort in time order), the
-    # row inserted last first among equal times.
-    created = {r[1]: parse_datetime(r[3]) for r in rows}
-    rows.sort(key=lambda r: (created[r[1]], r[0]), reverse=True)
-    return [
-        SessionSummary(
-            id=r[1],
-            title=r[2],
-            created_at=created[r[1]],
-            num_messages=counts.get(r[1], 0),
-            input_tokens=r[4],
-            output_tokens=r[5],
-            working_dir=r[6],
-            starred=bool(r[7]),
-            agent_file=r[8],
-            agent_name=r[9],
-        )
-        for r in rows
-    ]
+    return _rows.summaries_newest_first(rows, counts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from greenroom.domain import (
@@ -13,6 +14,7 @@ from greenroom.domain import (
     Message,
     Permissions,
     Session,
+    SessionSummary,
     SubSession,
     Summary,
     format_datetime,
@@ -140,3 +142,30 @@ def row_to_item(kind: str, body: str, row_id: int) -> Message | Summary | ErrorI
     if kind == "error":
         return parse(data, ErrorItem)
     raise ValueError(f"unknown item kind {kind!r}")
+
+
+def summaries_newest_first(
+    rows: Sequence[Sequence[Any]], counts: Mapping[str, int]
+) -> list[SessionSummary]:
+    """Session-list rows ``(order, id, title, created_at, input_tokens, output_tokens,
+    working_dir, starred, agent_file, agent_name)`` as summaries, newest first. Sorted on the
+    parsed time, not the text: RFC 3339 texts with and without fractional seconds do not sort
+    in time order ("...:01Z" > "...:01.5Z"). Equal times: the row inserted last (``order``)
+    first."""
+    keyed = [(parse_datetime(r[3]), r) for r in rows]
+    keyed.sort(key=lambda k: (k[0], k[1][0]), reverse=True)
+    return [
+        SessionSummary(
+            id=r[1],
+            title=r[2],
+            created_at=created,
+            num_messages=counts.get(r[1], 0),
+            input_tokens=r[4],
+            output_tokens=r[5],
+            working_dir=r[6],
+            starred=bool(r[7]),
+            agent_file=r[8],
+            agent_name=r[9],
+        )
+        for created, r in keyed
+    ]

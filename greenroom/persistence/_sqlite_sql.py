@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from greenroom.domain import Item, Message, Session, SessionSummary, SubSession, parse_datetime
+from greenroom.domain import Item, Message, Session, SessionSummary, SubSession
 from greenroom.errors import InvalidRequest, SessionExists, SessionNotFound
 
 from . import _rows
@@ -185,23 +185,4 @@ def list_sessions(conn: sqlite3.Connection) -> list[SessionSummary]:
         "SELECT rowid, id, title, created_at, input_tokens, output_tokens, working_dir,"
         " starred, agent_file, agent_name FROM sessions WHERE parent_id IS NULL"
     ).fetchall()
-    # Sorted on the parsed time, not the text: RFC 3339 texts with and without fractional
-    # seconds do not sort in time order ("...:01Z" > "...:01.5Z"). Equal times: the row
-    # inserted last first.
-    keyed = [(parse_datetime(r[3]), r) for r in rows]
-    keyed.sort(key=lambda k: (k[0], k[1][0]), reverse=True)
-    return [
-        SessionSummary(
-            id=r[1],
-            title=r[2],
-            created_at=created,
-            num_messages=counts.get(r[1], 0),
-            input_tokens=r[4],
-            output_tokens=r[5],
-            working_dir=r[6],
-            starred=bool(r[7]),
-            agent_file=r[8],
-            agent_name=r[9],
-        )
-        for created, r in keyed
-    ]
+    return _rows.summaries_newest_first(rows, counts)
