@@ -112,7 +112,8 @@ export class Live {
   }
 
   sendSubscribe(sessionId, sub) {
-    const frame = { op: "subscribe", session_id: sessionId };
+    // batch: what waits comes as one frame, so a fast turn never outruns the page's reading
+    const frame = { op: "subscribe", session_id: sessionId, batch: true };
     if (sub.since !== null) frame.since = sub.since;
     sub.sentSince = sub.since;
     // Frames of the subscription this one replaces may still be on their way; the server
@@ -140,16 +141,19 @@ export class Live {
       else if (frame.reason === "dropped" && this.open) this.sendSubscribe(frame.session_id, sub);
       return;
     }
-    if (Object.hasOwn(frame, "event")) {
-      if (frame.seq > 0 && sub.sentSince !== null && frame.seq <= sub.sentSince) {
+    // A batch subscription sends what waited as one frame: {"events": [{seq, event}, ...]}.
+    const events = Object.hasOwn(frame, "events") ? frame.events : [frame];
+    for (const item of events) {
+      if (!Object.hasOwn(item, "event")) continue;
+      if (item.seq > 0 && sub.sentSince !== null && item.seq <= sub.sentSince) {
         // Only seqs after `since` come back, unless the session's log was restarted (server
         // restart, retired actor) and counts from 1 again: that is a gap.
         sub.sentSince = null;
         sub.handlers.event(0, { type: "gap" });
         return;
       }
-      if (frame.seq > 0) sub.since = frame.seq;
-      sub.handlers.event(frame.seq, frame.event);
+      if (item.seq > 0) sub.since = item.seq;
+      sub.handlers.event(item.seq, item.event);
     }
   }
 }
