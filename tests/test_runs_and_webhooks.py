@@ -144,7 +144,7 @@ async def test_a_running_run_shows_its_progress_and_a_cancelled_one_why(
                     runs = (await http.get(f"/api/sessions/{sid}/runs")).json()["runs"]
                     if runs and runs[0]["first_token_at"]:
                         break
-                    await trio.sleep(1)
+                    await trio.sleep(1)  # virtual time (autojump clock)
                 running = runs[0]
                 cancelled = await http.post(f"/api/sessions/{sid}/cancel")
             record = (await http.get(f"/api/sessions/{sid}/runs/{running['id']}")).json()

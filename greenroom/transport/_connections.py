@@ -53,7 +53,8 @@ class ClientLimits:
             if kind == "http":
                 await _refuse_http(send, error)
             else:
-                await _refuse_websocket(scope, receive, send, error)
+                await receive()  # websocket.connect
+                await refuse_websocket(scope, send, error, close_code=1013)
             return
         self._open[client] += 1
         try:
@@ -82,11 +83,12 @@ async def _refuse_http(send: Any, error: GreenroomError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _refuse_websocket(scope: Any, receive: Any, send: Any, error: GreenroomError) -> None:
-    await receive()  # websocket.connect
-    if "websocket.http.response" in scope.get("extensions", {}):
+async def refuse_websocket(scope: Any, send: Any, error: GreenroomError, close_code: int) -> None:
+    """Refuse a WebSocket whose ``websocket.connect`` was read: the error as an HTTP response
+    where the server can send one (the ``websocket.http.response`` extension), else a close."""
+    if "websocket.http.response" in (scope.get("extensions") or {}):
         status, headers, body = _reply(error)
         await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})
     else:
-        await send({"type": "websocket.close", "code": 1013})
+        await send({"type": "websocket.close", "code": close_code})

@@ -24,6 +24,7 @@ from greenroom.domain import check_value, parse
 from greenroom.errors import GreenroomError, InvalidRequest, NotFound, OwnedElsewhere, Unauthorized
 from greenroom.observe import extract_field, server_span
 
+from ._connections import refuse_websocket
 from ._context import Encoded
 from ._cross_site import check_bearer, check_request
 from ._errors import map_error
@@ -49,6 +50,7 @@ MAX_IN_FLIGHT = 32  # requests of one connection running at once; more wait for 
 WRITER_IDLE = 5.0  # seconds a connection's writer task waits for frames before it ends
 END_WAIT = 10.0  # seconds a run's end frame waits for its last events on the subscription
 CLOSE_GOING_AWAY = 1001
+CLOSE_POLICY = 1008  # a refused upgrade, on a server that cannot answer it over HTTP
 CLOSE_INTERNAL_ERROR = 1011
 CLOSE_TRY_AGAIN = 1013
 _FRAME_KEYS = frozenset({"id", "op", "traceparent", "tracestate"})  # a frame's, not a body's
@@ -76,7 +78,7 @@ class WebSocketAPI:
         try:
             subprotocol = _admit(self.ctx, scope)
         except GreenroomError as exc:
-            await _refuse(scope, send, exc)
+            await refuse_websocket(scope, send, exc, close_code=CLOSE_POLICY)
             return
         await send({"type": "websocket.accept", "subprotocol": subprotocol, "headers": []})
         client = (scope.get("client") or ("?",))[0]
@@ -112,20 +114,6 @@ def _authenticate(token: str, headers: dict[str, str], scope: Any) -> str | None
             check_bearer(f"Bearer {protocol.removeprefix('bearer.')}", token)
             return str(protocol)
     raise Unauthorized("missing Authorization header")
-
-
-async def _refuse(scope: Any, send: Any, exc: GreenroomError) -> None:
-    """The refusal as an HTTP response where the server can send one, else a close."""
-    status, body, extra = map_error(exc)
-    if "websocket.http.response" not in (scope.get("extensions") or {}):
-        await send({"type": "websocket.close", "code": 1008})
-        return
-    headers = [(b"content-type", b"application/json")]
-    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
-    start = {"type": "websocket.http.response.start", "status": status, "headers": headers}
-    await send(start)
-    data = json.dumps(body).encode()
-    await send({"type": "websocket.http.response.body", "body": data, "more_body": False})
 
 
 class Connection:

@@ -164,7 +164,7 @@ async def test_the_pull_interval_refreshes_in_the_background(
             nursery.start_soon(remote.refresh_forever, 300.0)
             web.files["/pirate.yaml"] = agent_yaml("salty").encode()
             web.push("team/coder", "latest", agent_yaml("careful"))
-            await trio.sleep(299)
+            await trio.sleep(299)  # virtual time (autojump clock)
             assert remote.rounds == 1 and descriptions()["pirate"] == "piratey"
             await remote.wait_rounds(2)
             assert trio.current_time() < 302  # one interval later
@@ -345,7 +345,7 @@ async def test_serve_refreshes_every_pull_interval(
                 web.files["/pirate.yaml"] = agent_yaml("salty").encode()
                 started = trio.current_time()
                 for _ in range(120):  # virtual seconds
-                    await trio.sleep(1)
+                    await trio.sleep(1)  # virtual time (autojump clock)
                     if await description() == "salty":
                         break
                 waited = trio.current_time() - started

@@ -122,7 +122,7 @@ def main() -> None:
     @server.tool(description="Start a child process that sleeps; returns its pid")
     def spawn_child() -> str:
         child = subprocess.Popen(  # real clock: a grandchild that outlives a killed server
-            [sys.executable, "-c", "import time; time.sleep(600)"]
+            [sys.executable, "-c", "import time; time.sleep(600)"]  # real clock
         )
         return str(child.pid)
 
